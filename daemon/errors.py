@@ -1,0 +1,71 @@
+"""One exception root for everything harnessd raises on purpose.
+
+Errors a user can cause carry a message that names the file, key or value and what to do;
+the CLI prints that message as one line and exits with the error's ``exit_code``.
+"""
+
+from __future__ import annotations
+
+
+class HarnessdError(Exception):
+    """Root of every deliberate harnessd error."""
+
+    exit_code = 1
+
+
+class ConfigError(HarnessdError):
+    """A config or policy file (or environment override) is invalid. Nothing was started."""
+
+    exit_code = 2
+
+
+class SetupError(HarnessdError):
+    """The machine is missing something harnessd needs (engine, image, model, data)."""
+
+    exit_code = 3
+
+
+class AssetError(SetupError):
+    """A pinned registry package could not be fetched or failed its hash check."""
+
+
+class ProviderError(HarnessdError):
+    """A model provider failed in a way retries did not fix."""
+
+    def __init__(self, message: str, *, kind: str = "provider", retryable: bool = False) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.retryable = retryable
+
+
+class ProviderConfigError(ProviderError, ConfigError):
+    """A provider is misconfigured: unknown provider, missing key, bad model string."""
+
+    exit_code = 2
+
+    def __init__(self, message: str) -> None:
+        ProviderError.__init__(self, message, kind="config", retryable=False)
+
+
+class BudgetExceeded(HarnessdError):
+    """A token budget refuses the call. ``scope`` says which one (task, eval, hour, day, proposer)."""
+
+    def __init__(self, scope: str, spent: int, limit: int) -> None:
+        super().__init__(f"token budget '{scope}' spent: {spent} of {limit} tokens")
+        self.scope = scope
+        self.spent = spent
+        self.limit = limit
+
+
+class SandboxError(HarnessdError):
+    """The sandbox could not run at all (engine gone, image missing), not a harness failure."""
+
+
+class LineageError(HarnessdError):
+    """A lineage operation is impossible (unknown version, rollback to a rejected candidate)."""
+
+
+class DaemonNotRunning(HarnessdError):
+    """The control socket does not answer."""
+
+    exit_code = 3

@@ -1,0 +1,82 @@
+"""The provider-neutral chat contract every provider speaks.
+
+Messages and tool calls are OpenAI-style, because that is what most models and most
+harness code already know. Each provider converts to and from its own wire format, and
+reports usage exactly as the provider returned it: harnessd never estimates tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["system", "user", "assistant", "tool"]
+Purpose = Literal["solve", "propose", "judge"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolCall(_Model):
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class Message(_Model):
+    role: Role
+    content: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None  # for role == "tool"
+    name: str | None = None
+
+
+class ToolSpec(_Model):
+    """A function the model may call: name, description and a JSON-schema for arguments."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class ChatRequest(_Model):
+    messages: list[Message]
+    tools: list[ToolSpec] = Field(default_factory=list)
+    max_tokens: int = Field(default=512, gt=0, le=32768)
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    # A JSON schema the reply's content must follow (structured output).
+    response_schema: dict[str, Any] | None = None
+
+
+class Usage(_Model):
+    prompt_tokens: int = Field(ge=0)
+    completion_tokens: int = Field(ge=0)
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class ChatResponse(_Model):
+    content: str | None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: Usage
+    model: str
+    finish_reason: str = "stop"
+
+    def as_message(self) -> Message:
+        return Message(role="assistant", content=self.content, tool_calls=self.tool_calls)
+
+
+class Provider(Protocol):
+    """One configured model. Implementations must be safe to call from many tasks at once."""
+
+    ref: str  # "provider:model", as written in the policy
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        """Answer one request. Raises ProviderError after the policy's retries are spent."""
+        ...
+
+    async def aclose(self) -> None: ...

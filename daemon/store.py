@@ -1,0 +1,176 @@
+"""SQLite state: one file in the state dir, WAL mode, one transaction per state change.
+
+All access goes through :class:`Store`. Synchronous calls are for start-up, tests and the
+offline CLI; the daemon uses :meth:`Store.call`, which runs the work in a worker thread so a
+slow disk never stalls the event loop. One connection guarded by a lock keeps writes
+serialised without "database is locked" retries.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY,
+    ts REAL NOT NULL,
+    kind TEXT NOT NULL,
+    level TEXT NOT NULL,
+    message TEXT NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ledger (
+    id INTEGER PRIMARY KEY,
+    ts REAL NOT NULL,
+    run_id TEXT,
+    task_id TEXT,
+    candidate_id INTEGER,
+    version_id INTEGER,
+    model TEXT NOT NULL,
+    purpose TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ledger_ts ON ledger(ts);
+CREATE INDEX IF NOT EXISTS ledger_run ON ledger(run_id);
+CREATE INDEX IF NOT EXISTS ledger_candidate ON ledger(candidate_id);
+CREATE TABLE IF NOT EXISTS versions (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    parent_id INTEGER REFERENCES versions(id),
+    candidate_id INTEGER,
+    created REAL NOT NULL,
+    tree_hash TEXT NOT NULL,
+    git_commit TEXT,
+    message TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS candidates (
+    id INTEGER PRIMARY KEY,
+    parent_version_id INTEGER NOT NULL REFERENCES versions(id),
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    source TEXT NOT NULL,
+    proposer_model TEXT,
+    rationale TEXT NOT NULL,
+    patch TEXT NOT NULL,
+    raw TEXT NOT NULL,
+    state TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    verdict TEXT
+);
+CREATE TABLE IF NOT EXISTS evaluations (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL UNIQUE,
+    version_id INTEGER,
+    candidate_id INTEGER,
+    suite TEXT NOT NULL,
+    split TEXT NOT NULL,
+    model TEXT NOT NULL,
+    state TEXT NOT NULL,
+    started REAL NOT NULL,
+    finished REAL,
+    report TEXT
+);
+CREATE INDEX IF NOT EXISTS evaluations_subject ON evaluations(version_id, candidate_id, model);
+CREATE TABLE IF NOT EXISTS pointer (
+    id INTEGER PRIMARY KEY,
+    ts REAL NOT NULL,
+    version_id INTEGER NOT NULL REFERENCES versions(id),
+    reason TEXT NOT NULL,
+    candidate_id INTEGER
+);
+CREATE TABLE IF NOT EXISTS requests (
+    id INTEGER PRIMARY KEY,
+    ts REAL NOT NULL,
+    kind TEXT NOT NULL,
+    version_id INTEGER,
+    task TEXT NOT NULL,
+    state TEXT NOT NULL,
+    answer TEXT,
+    finished REAL
+);
+"""
+
+
+class Store:
+    """The daemon's SQLite database."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._conn.row_factory = sqlite3.Row
+        with self._lock:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._conn.execute("PRAGMA busy_timeout=10000")
+            self._conn.executescript(SCHEMA)
+            self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        self._limiter = anyio.CapacityLimiter(1)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """One transaction: committed on success, rolled back on any exception."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return list(self._conn.execute(sql, params))
+
+    def query_one(
+        self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()
+    ) -> sqlite3.Row | None:
+        rows = self.query(sql, params)
+        return rows[0] if rows else None
+
+    def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` inside one transaction."""
+        with self.tx() as conn:
+            return fn(conn)
+
+    async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """:meth:`run` in a worker thread; the daemon's way in."""
+        return await anyio.to_thread.run_sync(self.run, fn, limiter=self._limiter)
+
+    async def aquery(
+        self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()
+    ) -> list[sqlite3.Row]:
+        return await anyio.to_thread.run_sync(self.query, sql, params, limiter=self._limiter)
+
+    # Events are written from many places, so the insert lives here.
+    def add_event(
+        self, kind: str, message: str, *, level: str = "info", data: dict[str, Any] | None = None
+    ) -> int:
+        with self.tx() as conn:
+            cur = conn.execute(
+                "INSERT INTO events(ts, kind, level, message, data) VALUES (?,?,?,?,?)",
+                (time.time(), kind, level, message, json.dumps(data or {}, sort_keys=True)),
+            )
+            return int(cur.lastrowid or 0)

@@ -1,0 +1,34 @@
+"""nox sessions: tests, lint, typecheck.
+
+They run in the environment nox itself runs in (the project's ``.venv`` made by
+``scripts/setup``), not in fresh per-session virtualenvs: llama-cpp-python compiles from
+source for minutes, and a second copy would test a different install than the daemon uses.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import nox
+
+nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.reuse_existing_virtualenvs = True
+nox.options.error_on_missing_interpreters = True
+
+PY = sys.executable
+
+
+@nox.session(venv_backend="none")
+def lint(session: nox.Session) -> None:
+    session.run(PY, "-m", "ruff", "check", ".")
+    session.run(PY, "-m", "ruff", "format", "--check", ".")
+
+
+@nox.session(venv_backend="none")
+def typecheck(session: nox.Session) -> None:
+    session.run(PY, "-m", "mypy")
+
+
+@nox.session(venv_backend="none")
+def tests(session: nox.Session) -> None:
+    session.run(PY, "-m", "pytest", *session.posargs)
