@@ -48,7 +48,7 @@ class ProviderConfigError(ProviderError, ConfigError):
 
 
 class BudgetExceeded(HarnessdError):
-    """A token budget refuses the call. ``scope`` says which one (task, eval, hour, day, proposer)."""
+    """A token budget refuses the call; ``scope``: task, eval, hour, day or proposer."""
 
     def __init__(self, scope: str, spent: int, limit: int) -> None:
         super().__init__(f"token budget '{scope}' spent: {spent} of {limit} tokens")

@@ -8,11 +8,13 @@ threshold would otherwise quietly weaken a gate.
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from daemon.errors import ConfigError
 from daemon.validation import read_toml, validate_model
 
 PROVIDERS = ("anthropic", "openai", "local", "scripted")
@@ -149,3 +151,12 @@ GateName = Literal["accuracy", "panel", "tokens", "honesty", "dead_code"]
 def load_policy(path: Path) -> Policy:
     """Read and validate a policy file; a ConfigError names the file and key otherwise."""
     return validate_model(Policy, read_toml(path, what="policy"), str(path))
+
+
+def parse_policy(text: str, source: str) -> Policy:
+    """Validate policy TOML given as text (``harnessctl policy check`` sends the file's text)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    return validate_model(Policy, data, source)

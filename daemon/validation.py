@@ -18,7 +18,9 @@ def read_toml(path: Path, *, what: str) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"{what} file not found: {path} (create it or pass another path)") from None
+        raise ConfigError(
+            f"{what} file not found: {path} (create it or pass another path)"
+        ) from None
     except OSError as exc:
         raise ConfigError(f"{what} file {path} cannot be read: {exc.strerror}") from None
     try:

@@ -1,0 +1,100 @@
+"""The daemon's event log: every notable happening is stored in SQLite and broadcast.
+
+Subscribers (``harnessctl watch``) get a bounded buffer each. A subscriber too slow to keep
+up loses events rather than slowing the daemon; it is told how many it missed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from daemon.store import Store
+
+log = logging.getLogger("harnessd.events")
+
+SUBSCRIBER_BUFFER = 1024
+Event = dict[str, Any]
+
+
+def make_event(
+    event_id: int, kind: str, level: str, message: str, data: dict[str, Any], ts: float = 0.0
+) -> Event:
+    return {
+        "id": event_id,
+        "ts": ts or time.time(),
+        "kind": kind,
+        "level": level,
+        "message": message,
+        "data": data,
+    }
+
+
+@dataclass
+class _Subscriber:
+    send: MemoryObjectSendStream[Event]
+    dropped: int = 0
+
+
+@dataclass
+class EventBus:
+    store: Store
+    redact: Callable[[str], str] = field(default=lambda text: text)
+    _subscribers: dict[int, _Subscriber] = field(default_factory=dict)
+
+    async def emit(self, kind: str, message: str, *, level: str = "info", **data: Any) -> Event:
+        """Store the event, log it, and hand it to every subscriber."""
+        message = self.redact(message)
+        clean: dict[str, Any] = json.loads(self.redact(json.dumps(data, default=str)))
+        event_id = await anyio.to_thread.run_sync(
+            lambda: self.store.add_event(kind, message, level=level, data=clean)
+        )
+        event = make_event(event_id, kind, level, message, clean)
+        log.log(logging.getLevelName(level.upper()), message, extra={"event": kind, "data": clean})
+        self._broadcast(event)
+        return event
+
+    def _broadcast(self, event: Event) -> None:
+        for sub in list(self._subscribers.values()):
+            try:
+                if sub.dropped:
+                    notice = f"{sub.dropped} events dropped (slow subscriber)"
+                    sub.send.send_nowait(
+                        make_event(0, "dropped", "warning", notice, {"count": sub.dropped})
+                    )
+                    sub.dropped = 0
+                sub.send.send_nowait(event)
+            except anyio.WouldBlock:
+                sub.dropped += 1
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass
+
+    @asynccontextmanager
+    async def subscribe(self) -> AsyncIterator[MemoryObjectReceiveStream[Event]]:
+        send, receive = anyio.create_memory_object_stream[Event](SUBSCRIBER_BUFFER)
+        key = id(send)
+        self._subscribers[key] = _Subscriber(send)
+        try:
+            yield receive
+        finally:
+            self._subscribers.pop(key, None)
+            send.close()
+            receive.close()
+
+    def recent(self, limit: int = 50) -> list[Event]:
+        rows = self.store.query(
+            "SELECT id, ts, kind, level, message, data FROM events ORDER BY id DESC LIMIT ?",
+            (limit,),
+        )
+        return [
+            make_event(r["id"], r["kind"], r["level"], r["message"], json.loads(r["data"]), r["ts"])
+            for r in reversed(rows)
+        ]

@@ -1,0 +1,146 @@
+"""``harnessd serve``: one anyio task group owning everything the daemon runs.
+
+Start-up order: state-dir lock, policy (invalid: exit 2, nothing started), SQLite, event
+log, then the task group: control socket (readiness via ``tg.start``), file watchers, and
+the workers. SIGTERM/SIGINT drain and exit; SIGHUP re-reads config and policy.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import anyio
+from anyio import CancelScope
+
+from daemon.api import ControlApi
+from daemon.control import serve_control
+from daemon.errors import ConfigError
+from daemon.events import EventBus
+from daemon.policy import load_policy
+from daemon.protocol import SOCKET_NAME
+from daemon.reload import PolicyHolder, watch_files
+from daemon.settings import LoadedSettings, load_settings
+from daemon.statedir import hold_lock, prepare_state_dir
+from daemon.store import Store
+
+log = logging.getLogger("harnessd.service")
+
+
+class Daemon:
+    def __init__(self, loaded: LoadedSettings, policy: PolicyHolder, store: Store) -> None:
+        self.loaded = loaded
+        self.policy = policy
+        self.store = store
+        self.bus = EventBus(store)
+        self.started = time.time()
+        self.paused = False
+        self.stop_requested = anyio.Event()
+        self.socket_path = loaded.state_dir / SOCKET_NAME
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "started": self.started,
+            "uptime_s": round(time.time() - self.started, 1),
+            "state_dir": str(self.loaded.state_dir),
+            "policy_path": str(self.policy.path),
+            "paused": self.paused,
+        }
+
+    async def on_file_change(self, path: Any) -> None:
+        if path == self.policy.path.resolve():
+            await self.reload_policy()
+        elif self.loaded.config_path is not None and path == self.loaded.config_path:
+            await self.reload_config()
+
+    async def reload_policy(self) -> None:
+        try:
+            await anyio.to_thread.run_sync(self.policy.reload)
+        except ConfigError as exc:
+            await self.bus.emit(
+                "policy.invalid",
+                f"policy not applied, the previous one stays in force: {exc}",
+                level="error",
+                path=str(self.policy.path),
+            )
+            return
+        await self.bus.emit("policy.applied", f"policy applied from {self.policy.path}")
+
+    async def reload_config(self) -> None:
+        try:
+            fresh = await anyio.to_thread.run_sync(load_settings, self.loaded.config_path)
+        except ConfigError as exc:
+            await self.bus.emit("config.invalid", f"config not applied: {exc}", level="error")
+            return
+        if fresh.state_dir != self.loaded.state_dir:
+            await self.bus.emit(
+                "config.restart_needed",
+                f"state_dir changed to {fresh.state_dir}; restart harnessd to move there",
+                level="warning",
+            )
+        logging.getLogger("harnessd").setLevel(fresh.settings.log_level.upper())
+        self.loaded = fresh.model_copy(update={"base_dir": self.loaded.base_dir})
+        if fresh.policy_path != self.policy.path:
+            self.policy.path = fresh.policy_path
+        await self.bus.emit("config.applied", f"config re-read from {fresh.config_path}")
+        await self.reload_policy()
+
+    def watched(self) -> list[Any]:
+        paths = [self.policy.path]
+        if self.loaded.config_path is not None:
+            paths.append(self.loaded.config_path)
+        return paths
+
+    async def _signals(self, scope: CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for signum in signals:
+                if signum == signal.SIGHUP:
+                    await self.bus.emit("config.sighup", "SIGHUP: re-reading config and policy")
+                    await (
+                        self.reload_config()
+                    ) if self.loaded.config_path else await self.reload_policy()
+                else:
+                    self.stop_requested.set()
+
+    async def run(self) -> None:
+        api = ControlApi(self)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._signals, tg.cancel_scope)
+            await tg.start(serve_control, self.socket_path, api)
+            await tg.start(watch_files, self.watched, self.on_file_change)
+            await self.bus.emit(
+                "daemon.started",
+                f"harnessd up (pid {os.getpid()}), control socket {self.socket_path}",
+            )
+            _print_attach_hint(self.socket_path)
+            await self.stop_requested.wait()
+            await self.bus.emit("daemon.stopping", "stopping: draining work in flight")
+            tg.cancel_scope.cancel()
+        await self.bus.emit("daemon.stopped", "harnessd stopped")
+
+
+def _print_attach_hint(socket_path: Any) -> None:
+    print(
+        "harnessd is running. Attach from another terminal:\n"
+        "  .venv/bin/harnessctl status    # live version, scores, budgets\n"
+        "  .venv/bin/harnessctl watch     # live event stream\n"
+        f"(control socket: {socket_path}; stop with Ctrl-C or 'harnessctl stop')",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+async def serve(loaded: LoadedSettings) -> None:
+    state_dir = prepare_state_dir(loaded.state_dir)
+    with hold_lock(state_dir):
+        holder = PolicyHolder(loaded.policy_path, load_policy(loaded.policy_path))
+        store = Store(state_dir / "state.db")
+        try:
+            await Daemon(loaded, holder, store).run()
+        finally:
+            store.close()

@@ -1,0 +1,53 @@
+"""The state directory: private (0700), and held by exactly one daemon at a time."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from daemon.errors import HarnessdError
+
+LOCK_NAME = "harnessd.lock"
+
+
+class AlreadyRunning(HarnessdError):
+    exit_code = 4
+
+
+def prepare_state_dir(path: Path) -> Path:
+    """Create the state dir 0700, or tighten an existing one we own."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if path.stat().st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def instance_id(state_dir: Path) -> str:
+    """A short id for this state dir; it labels our containers so reaping stays ours."""
+    return hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:12]
+
+
+@contextmanager
+def hold_lock(state_dir: Path) -> Iterator[None]:
+    """Hold the state dir's lock for the daemon's lifetime; the kernel drops it on kill -9."""
+    lock_path = state_dir / LOCK_NAME
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            raise AlreadyRunning(
+                f"another harnessd (pid {holder}) holds the state dir {state_dir}; "
+                "attach with 'harnessctl status', stop it with 'harnessctl stop', "
+                "or give this one another state_dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
