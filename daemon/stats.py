@@ -26,7 +26,7 @@ def binom_upper_tail(k: int, n: int) -> float:
         return 1.0
     if k > n:
         return 0.0
-    return sum(math.comb(n, i) for i in range(k, n + 1)) / 2**n
+    return sum(math.comb(n, i) for i in range(k, n + 1)) / float(2**n)
 
 
 def mcnemar_p(wins: int, losses: int) -> float:
