@@ -1,0 +1,352 @@
+"""codemap: executable lines checked against real sys.settrace, coverage summaries, dead code.
+
+The corpora below are test-owned code, executed in-process under a real tracer (and, for the
+version check, inside the sandbox image's own Python 3.11). Lines marked ``# dead`` are the
+ones the run never reaches; everything else that can run does.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from daemon.codemap import (
+    CodemapError,
+    added_lines,
+    coverage_summary,
+    dead_added,
+    executable_lines,
+    read_sources,
+)
+from daemon.patch_model import Proposal
+from daemon.patches import apply_proposal, parse_proposal
+
+CORPUS = '''\
+"""Module docstring."""
+import functools
+
+CONSTANT = (
+    1,
+    2,
+)
+
+
+def decorator(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+@decorator
+def branches(x):
+    """Docstring."""
+    if x > 0:
+        result = "pos"
+    elif x < 0:
+        result = "neg"  # dead
+    else:
+        result = "zero"
+    try:
+        if x > 100:
+            raise ValueError(x)  # dead
+    except ValueError:  # dead
+        result = "big"  # dead
+    finally:
+        result += "!"
+    return result
+
+
+def loops(n):
+    total = 0
+    for i in range(n):
+        if i % 2:
+            continue
+        total += i
+    while total > 100:
+        total -= 1  # dead
+    else:
+        total += 0
+    squares = [i * i for i in range(n) if i]
+    pairs = {
+        k: v
+        for k, v in zip("ab", (1, 2))
+    }
+    return total, squares, pairs
+
+
+def gen(limit):
+    yield from range(limit)
+    value = yield "end"
+    return value
+
+
+async def coro(x):
+    return x * 2
+
+
+class Shape:
+    sides = 0
+
+    def __init__(self, name):
+        self.name = name
+
+    @property
+    def label(self):
+        return f"{self.name}:{self.sides}"
+
+    def unused(self):
+        return "never"  # dead
+
+    @staticmethod
+    def one_liner(): return 1
+
+
+def never_called(a,
+                 b):
+    c = a + b  # dead
+    return c  # dead
+
+
+def matcher(obj):
+    match obj:
+        case {"kind": "a"}:
+            return 1
+        case [x, y]:
+            return x + y  # dead
+        case _:
+            return 0
+
+
+def multi_line_call():
+    return dict(
+        a=1,
+        b=len(
+            "xyz"
+        ),
+    )
+
+
+def raising():
+    try:
+        return 1 / 0
+    except ZeroDivisionError as exc:
+        del exc
+        return -1
+
+
+with open("/dev/null") as handle:
+    handle.read()
+
+lam = lambda v: v + 1
+assert lam(1) == 2
+branches(5)
+branches(0)
+loops(5)
+list(gen(2))
+pending = coro(3)
+try:
+    pending.send(None)
+except StopIteration:
+    pass
+Shape("sq").label
+Shape.one_liner()
+matcher({"kind": "a"})
+matcher(42)
+multi_line_call()
+raising()
+'''
+
+SMALL = """\
+def used(x):
+    return x + 1
+
+
+def unused(y):
+    # a comment
+    z = y * 2
+
+    return z
+
+def outer():
+    def inner():
+        return 1
+    return inner
+
+class K:
+    def m(self):
+        return 2
+
+used(1)
+"""
+
+# The tracer the guest runtime uses, in miniature: 'line' events of one file only.
+TRACE_SCRIPT = """
+import json, sys
+source, name = json.loads(sys.argv[1]) if len(sys.argv) > 1 else json.loads(sys.stdin.read())
+seen = set()
+def tracer(frame, event, arg):
+    if frame.f_code.co_filename != name:
+        return None
+    if event == "line":
+        seen.add(frame.f_lineno)
+    return tracer
+code = compile(source, name, "exec")
+sys.settrace(tracer)
+try:
+    exec(code, {"__name__": "traced"})
+finally:
+    sys.settrace(None)
+print(json.dumps(sorted(seen)))
+"""
+
+
+def trace(source: str, name: str = "traced.py") -> set[int]:
+    """Run ``source`` in-process under a real 'line' tracer; return the lines that fired."""
+    seen: set[int] = set()
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Callable[..., Any] | None:
+        if frame.f_code.co_filename != name:
+            return None
+        if event == "line":
+            seen.add(frame.f_lineno)
+        return tracer
+
+    code = compile(source, name, "exec")
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        exec(code, {"__name__": "traced"})
+    finally:
+        sys.settrace(previous)
+    return seen
+
+
+def marked_dead(source: str) -> set[int]:
+    return {n for n, line in enumerate(source.splitlines(), 1) if line.endswith("# dead")}
+
+
+def test_executable_lines_match_settrace_on_the_corpus() -> None:
+    traced = trace(CORPUS)
+    executable = executable_lines(CORPUS)
+    assert traced <= executable, f"traced but not predicted: {sorted(traced - executable)}"
+    assert executable - traced == marked_dead(CORPUS)
+
+
+def test_lines_that_never_trace_are_not_executable() -> None:
+    lines = CORPUS.splitlines()
+    executable = executable_lines(CORPUS)
+    for number in executable:
+        text = lines[number - 1].strip()
+        assert text and not text.startswith("#"), f"line {number} cannot run: {text!r}"
+    closing = {n for n, line in enumerate(lines, 1) if line.strip() in {")", "),", "}"}}
+    docstrings = {n for n, line in enumerate(lines, 1) if line.strip() == '"""Docstring."""'}
+    assert not (closing | docstrings) & executable
+
+
+@pytest.mark.docker
+def test_the_sandbox_python_traces_the_same_lines() -> None:
+    """The guest runs the image's CPython 3.11.x; its 'line' events must match the host's."""
+    docker = pytest.importorskip("docker")
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # any engine trouble means: cannot check here
+        pytest.skip(f"no Docker engine: {exc}")
+    try:
+        client.images.get("harnessd-test:1")
+    except docker.errors.ImageNotFound:
+        pytest.skip("test image harnessd-test:1 not built")
+    argument = json.dumps([CORPUS, "traced.py"])
+    output = client.containers.run(
+        "harnessd-test:1",
+        ["python3", "-c", TRACE_SCRIPT, argument],
+        network_disabled=True,
+        remove=True,
+        user="65534:65534",
+        mem_limit="128m",
+    )
+    in_guest = set(json.loads(output.decode()))
+    assert in_guest == trace(CORPUS)
+    assert executable_lines(CORPUS) - in_guest == marked_dead(CORPUS)
+
+
+def test_coverage_summary_reports_ranges_and_outermost_dead_functions() -> None:
+    executed = {"harness.py": trace(SMALL), "notes.md": {1}}
+    summary = coverage_summary({"harness.py": SMALL, "notes.md": "# not python"}, executed)
+    assert summary.executable == 13
+    assert summary.executed == 7
+    assert summary.executed_fraction == pytest.approx(7 / 13)
+    (entry,) = summary.never_executed
+    assert entry.file == "harness.py"
+    assert entry.ranges == [[7, 9], [12, 14], [18, 18]]
+    assert entry.functions == ["unused", "outer", "K.m"]
+    dumped = summary.model_dump()["never_executed"][0]
+    assert set(dumped) == {"file", "ranges", "functions"}
+
+
+def test_coverage_summary_of_a_file_that_never_ran_and_of_nothing() -> None:
+    summary = coverage_summary({"harness.py": SMALL, "helpers/x.py": "A = 1\n"}, {})
+    assert summary.executed_fraction == 0.0
+    assert [e.file for e in summary.never_executed] == ["harness.py", "helpers/x.py"]
+    assert summary.never_executed[0].ranges == [[1, 20]]
+    assert coverage_summary({}, {}).executed_fraction == 1.0
+
+
+def test_invalid_python_is_a_clear_error() -> None:
+    with pytest.raises(CodemapError, match=r"broken\.py: not valid Python"):
+        coverage_summary({"broken.py": "def (:\n"}, {})
+
+
+def test_added_lines_counts_new_file_line_numbers() -> None:
+    diff = (
+        "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1,3 +1,4 @@\n x = 1\n+y = 2\n"
+        " z = 3\n-w = 4\n+w = 5\n@@ -10,2 +11,3 @@\n q = 1\n+r = 2\n s = 3\n"
+        "diff --git a/b.py b/b.py\nnew file mode 100644\n--- /dev/null\n+++ b/b.py\n"
+        "@@ -0,0 +1,2 @@\n+one = 1\n+two = 2\n"
+        "diff --git a/c.py b/c.py\ndeleted file mode 100644\n--- a/c.py\n+++ /dev/null\n"
+        "@@ -1 +0,0 @@\n-gone = 1\n"
+    )
+    assert added_lines(diff) == {"a.py": {2, 4, 12}, "b.py": {1, 2}}
+    assert added_lines("") == {}
+
+
+def test_dead_added_counts_only_runnable_added_lines(base_harness: Path, tmp_path: Path) -> None:
+    text = (
+        "harness.py\n<<<<<<< SEARCH\ndef solve(task, ctx):\n    seen = []\n=======\n"
+        "def never_used(values):\n    # only a comment here\n    total = sum(values)\n\n"
+        "    return total\n\n\ndef solve(task, ctx):\n    seen = []\n    seen.append(-1)\n"
+        ">>>>>>> REPLACE\n"
+    )
+    proposal = parse_proposal(text)
+    assert isinstance(proposal, Proposal)
+    applied = apply_proposal(base_harness, proposal, tmp_path / "cand")
+    sources = read_sources(tmp_path / "cand")
+    assert set(sources) == {"harness.py", "helpers/steps.py"}
+    harness = sources["harness.py"]
+    sys.path.insert(0, str(tmp_path / "cand"))
+    try:
+        ran = trace(harness + "\nsolve({}, None)\n", "harness.py")
+    finally:
+        sys.path.remove(str(tmp_path / "cand"))
+        for name in ("helpers.steps", "helpers"):
+            sys.modules.pop(name, None)
+    lines = harness.splitlines()
+    body = {lines.index("    total = sum(values)") + 1, lines.index("    return total") + 1}
+    dead = dead_added(applied.git_diff, sources, {"harness.py": ran})
+    assert dead.lines == {"harness.py": sorted(body)}
+    # def line (ran at import), two body lines (dead), seen.append (ran).
+    assert (dead.added_executable, dead.dead) == (4, 2)
+    assert dead.fraction == pytest.approx(0.5)
+
+
+def test_dead_added_with_no_runnable_additions_is_zero() -> None:
+    diff = "--- a/a.py\n+++ b/a.py\n@@ -1,1 +1,2 @@\n x = 1\n+# just a comment\n"
+    result = dead_added(diff, {"a.py": "x = 1\n# just a comment\n"}, {})
+    assert (result.added_executable, result.dead, result.fraction, result.lines) == (0, 0, 0.0, {})
