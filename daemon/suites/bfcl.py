@@ -171,6 +171,7 @@ class BfclSuite:
     def _as_bfcl_calls(self, entry: _Entry, output: Any) -> Any:
         """Our ``[{"name", "arguments"}]`` as BFCL's ``[{name: arguments}]``; None if malformed.
 
+        A call already in BFCL's own shape (one key, the function name) is taken as it is.
         The harness sees underscored names (BFCL's rule for OpenAI-style APIs); BFCL's own
         dotted names are accepted as well, as BFCL does for models that keep the dots.
         """
@@ -181,7 +182,12 @@ class BfclSuite:
         for item in output:
             if type(item) is not dict:
                 return None
-            name, arguments = item.get("name"), item.get("arguments")
+            if "name" in item and "arguments" in item:
+                name, arguments = item["name"], item["arguments"]
+            elif len(item) == 1:
+                ((name, arguments),) = item.items()
+            else:
+                return None
             if type(name) is not str or type(arguments) is not dict:
                 return None
             calls.append({bfcl_names.get(name, name): arguments})

@@ -176,6 +176,10 @@ async def test_malformed_outputs_fail(bfcl: BfclSuite) -> None:
         assert not await _passes(bfcl, "simple_python_0", output), output
     # Extra keys in a call (the model's call id, say) are ignored.
     assert await _passes(bfcl, "simple_python_0", [{**good, "id": "call_1"}])
+    # BFCL's own shape, {function: arguments}, is judged the same way.
+    assert await _passes(bfcl, "simple_python_0", [{good["name"]: good["arguments"]}])
+    assert not await _passes(bfcl, "simple_python_0", [{good["name"]: {"base": 10}}])
+    assert not await _passes(bfcl, "irrelevance_0", [{"determine_body_mass_index": {}}])
 
 
 @pytest.mark.anyio
