@@ -16,7 +16,7 @@ from __future__ import annotations
 import dis
 import inspect
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -154,7 +154,7 @@ def _never_ran(source: str, name: str, ran: set[int]) -> list[str]:
 
 
 def coverage_summary(
-    sources: Mapping[str, str], executed: Mapping[str, set[int]] | Mapping[str, list[int]]
+    sources: Mapping[str, str], executed: Mapping[str, Iterable[int]]
 ) -> CoverageSummary:
     """How much of the harness's own Python ran, and what never did."""
     total = ran_total = 0
@@ -185,7 +185,7 @@ def coverage_summary(
 def dead_added(
     git_diff: str,
     sources: Mapping[str, str],
-    executed: Mapping[str, set[int]] | Mapping[str, list[int]],
+    executed: Mapping[str, Iterable[int]],
 ) -> DeadCode:
     """Of the runnable lines ``git_diff`` added to ``sources``, those that never ran."""
     added_executable = 0
@@ -203,6 +203,15 @@ def dead_added(
     return DeadCode(
         added_executable=added_executable, dead=dead_count, fraction=fraction, lines=dead_lines
     )
+
+
+def merge_coverage(runs: Iterable[Mapping[str, Iterable[int]]]) -> dict[str, set[int]]:
+    """The union of several runs' coverage (e.g. every task of a held-out run)."""
+    merged: dict[str, set[int]] = {}
+    for run in runs:
+        for name, lines in run.items():
+            merged.setdefault(name, set()).update(lines)
+    return merged
 
 
 def read_sources(tree: Path) -> dict[str, str]:

@@ -22,6 +22,7 @@ from daemon.codemap import (
     coverage_summary,
     dead_added,
     executable_lines,
+    merge_coverage,
     read_sources,
 )
 from daemon.patch_model import Proposal
@@ -350,3 +351,8 @@ def test_dead_added_with_no_runnable_additions_is_zero() -> None:
     diff = "--- a/a.py\n+++ b/a.py\n@@ -1,1 +1,2 @@\n x = 1\n+# just a comment\n"
     result = dead_added(diff, {"a.py": "x = 1\n# just a comment\n"}, {})
     assert (result.added_executable, result.dead, result.fraction, result.lines) == (0, 0, 0.0, {})
+
+
+def test_merge_coverage_unions_runs() -> None:
+    merged = merge_coverage([{"harness.py": [1, 2]}, {"harness.py": {2, 5}, "b.py": [3]}, {}])
+    assert merged == {"harness.py": {1, 2, 5}, "b.py": {3}}

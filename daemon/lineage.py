@@ -1,0 +1,457 @@
+"""The lineage: every candidate with its verdict, and the accepted versions it produced.
+
+State lives in SQLite (tables ``versions``, ``candidates``, ``pointer``) and under ``root``
+(the ``harnesses/`` folder): ``versions/vNNNN/`` immutable trees, a git history with one
+commit per pointer change, and ``current``, a symlink to the live version.
+
+A promotion or rollback commits in one SQLite transaction; that is its commit point. The
+version tree is complete on disk before it (written aside, fsynced, renamed); the git commit
+and the ``current`` switch come after and are redone idempotently by :meth:`reconcile`, which
+the daemon runs at start-up. So after ``kill -9`` at any moment and a restart, ``current``
+names a complete accepted version and git agrees with SQLite.
+
+Methods are synchronous; the daemon calls them in a worker thread. Mutations hold a thread
+lock and an ``flock`` on ``root/.lock``, so two processes never interleave them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from daemon.errors import LineageError
+from daemon.lineage_fs import Step, remove_tree, write_version_dir
+from daemon.lineage_git import VERSION_TRAILER, GitHistory
+from daemon.lineage_reconcile import Reconciler
+from daemon.lineage_records import (
+    CANDIDATE_STATES,
+    FINAL_STATES,
+    ROLLBACK,
+    Candidate,
+    CandidateState,
+    PointerChange,
+    TreeEntry,
+    Version,
+    commit_message,
+    promotion_message,
+    seed_message,
+    version_name,
+)
+from daemon.patch_tree import TreeError, diff_trees
+from daemon.store import Store
+
+__all__ = ["Candidate", "Lineage", "PointerChange", "TreeEntry", "Version"]
+
+_NAME_RE = re.compile(r"^v(\d+)$")
+_SHA_RE = re.compile(r"^[0-9a-f]{4,40}$")
+_SOURCES = ("proposer", "external")
+
+
+def _no_fault(step: str) -> None:
+    """The default step hook; tests inject failures between steps through it."""
+
+
+class Lineage:
+    def __init__(self, store: Store, root: Path, *, fault: Step | None = None) -> None:
+        self.store = store
+        self.root = root
+        self.versions_dir = root / "versions"
+        self.current_link = root / "current"
+        self.git = GitHistory(root)
+        self._step: Step = fault or _no_fault
+        self._lock = threading.RLock()
+        self._depth = 0
+
+    # ---- locking -------------------------------------------------------------------------
+
+    @contextmanager
+    def _mutating(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            self.versions_dir.mkdir(parents=True, exist_ok=True)
+            with (self.root / ".lock").open("a") as lock_file:
+                fcntl.flock(lock_file, fcntl.LOCK_EX)
+                self._depth = 1
+                self.git.lock_fds = (lock_file.fileno(),)
+                try:
+                    self.git.ensure()
+                    yield
+                finally:
+                    self._depth = 0
+                    self.git.lock_fds = ()
+                    fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+    # ---- reading -------------------------------------------------------------------------
+
+    def path(self, version: Version) -> Path:
+        return self.versions_dir / version.name
+
+    def _version(self, version_id: int) -> Version | None:
+        row = self.store.query_one("SELECT * FROM versions WHERE id = ?", (version_id,))
+        return Version.from_row(row) if row else None
+
+    def versions(self) -> list[Version]:
+        return [Version.from_row(r) for r in self.store.query("SELECT * FROM versions ORDER BY id")]
+
+    def current(self) -> Version:
+        row = self.store.query_one(
+            "SELECT v.* FROM pointer p JOIN versions v ON v.id = p.version_id "
+            "ORDER BY p.id DESC LIMIT 1"
+        )
+        if row is None:
+            raise LineageError(f"the lineage in {self.root} has no version yet (no seed)")
+        return Version.from_row(row)
+
+    def get(self, ref: str | int) -> Version:
+        """A version by name (``v0003``), id, ``current``, or git commit prefix (4+ hex)."""
+        text = str(ref).strip().lower()
+        if text == "current":
+            return self.current()
+        match = _NAME_RE.match(text)
+        if match or text.isdigit():
+            found = self._version(int(match[1] if match else text))
+            if found is not None:
+                return found
+        if _SHA_RE.match(text):
+            found = self._by_commit(text)
+            if found is not None:
+                return found
+        raise LineageError(
+            f"no accepted version '{ref}': use a name (v0003), a version id or a git commit "
+            "prefix; 'harnessctl lineage' lists them"
+        )
+
+    def _by_commit(self, prefix: str) -> Version | None:
+        rows = self.store.query("SELECT * FROM versions WHERE git_commit LIKE ? || '%'", (prefix,))
+        if len(rows) > 1:
+            raise LineageError(f"git commit prefix '{prefix}' is ambiguous; give more digits")
+        if rows:
+            return Version.from_row(rows[0])
+        # Rollback commits are not versions, but they name the version they restored.
+        matches = {
+            c.trailers[VERSION_TRAILER]
+            for c in self.git.log()
+            if c.sha.startswith(prefix) and VERSION_TRAILER in c.trailers
+        }
+        if len(matches) > 1:
+            raise LineageError(f"git commit prefix '{prefix}' is ambiguous; give more digits")
+        return self.get(matches.pop()) if matches else None
+
+    def candidate(self, candidate_id: int) -> Candidate:
+        row = self.store.query_one("SELECT * FROM candidates WHERE id = ?", (candidate_id,))
+        if row is None:
+            raise LineageError(f"no candidate {candidate_id} in the lineage")
+        return Candidate.from_row(row)
+
+    def candidates(
+        self,
+        *,
+        state: CandidateState | None = None,
+        parent: Version | int | None = None,
+        limit: int | None = None,
+    ) -> list[Candidate]:
+        """Candidates, newest first, optionally of one state or one parent version."""
+        sql = "SELECT * FROM candidates WHERE 1=1"
+        params: list[Any] = []
+        if state is not None:
+            sql += " AND state = ?"
+            params.append(state)
+        if parent is not None:
+            sql += " AND parent_version_id = ?"
+            params.append(parent.id if isinstance(parent, Version) else parent)
+        sql += " ORDER BY id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [Candidate.from_row(r) for r in self.store.query(sql, tuple(params))]
+
+    def history(self) -> list[PointerChange]:
+        """Every switch of the live version, oldest first (seed, promotions, rollbacks)."""
+        rows = self.store.query(
+            "SELECT p.*, v.name AS version_name FROM pointer p "
+            "JOIN versions v ON v.id = p.version_id ORDER BY p.id"
+        )
+        return [
+            PointerChange(
+                id=r["id"],
+                ts=r["ts"],
+                version_id=r["version_id"],
+                version_name=r["version_name"],
+                reason=r["reason"],
+                candidate_id=r["candidate_id"],
+            )
+            for r in rows
+        ]
+
+    def tree(self) -> list[TreeEntry]:
+        """All versions depth-first from the seed, children by id (for ``harnessctl lineage``)."""
+        versions = self.versions()
+        if not versions:
+            return []
+        current_id = self.current().id
+        counts: dict[int, dict[str, int]] = {}
+        for row in self.store.query(
+            "SELECT parent_version_id AS p, state, COUNT(*) AS n FROM candidates "
+            "GROUP BY parent_version_id, state"
+        ):
+            counts.setdefault(row["p"], {})[row["state"]] = row["n"]
+        children: dict[int | None, list[Version]] = {}
+        for version in versions:
+            children.setdefault(version.parent_id, []).append(version)
+        entries: list[TreeEntry] = []
+        pending = [(v, 0) for v in reversed(children.get(None, []))]
+        while pending:
+            version, depth = pending.pop()
+            entries.append(
+                TreeEntry(version, depth, version.id == current_id, counts.get(version.id, {}))
+            )
+            pending.extend((c, depth + 1) for c in reversed(children.get(version.id, [])))
+        return entries
+
+    def diff(self, a: str | int | Version, b: str | int | Version) -> str:
+        """The normalised git diff from version ``a`` to version ``b``."""
+        old = a if isinstance(a, Version) else self.get(a)
+        new = b if isinstance(b, Version) else self.get(b)
+        return diff_trees(self.path(old), self.path(new))
+
+    # ---- candidates ----------------------------------------------------------------------
+
+    def add_candidate(
+        self,
+        parent: Version | int,
+        source: str,
+        proposer_model: str | None,
+        rationale: str,
+        patch: str,
+        raw: str,
+        *,
+        state: CandidateState = "proposed",
+        stage: str = "proposed",
+        verdict: dict[str, Any] | None = None,
+    ) -> int:
+        """Record a candidate (an unparseable one too: ``state="rejected"``, ``stage="parse"``)."""
+        if source not in _SOURCES:
+            raise LineageError(f"candidate source must be one of {_SOURCES}, not '{source}'")
+        if state == "accepted":
+            raise LineageError("a candidate becomes accepted only through promote()")
+        self._check_state(state)
+        parent_id = parent.id if isinstance(parent, Version) else parent
+        if self._version(parent_id) is None:
+            raise LineageError(f"candidate parent version {parent_id} does not exist")
+        now = time.time()
+        with self.store.tx() as conn:
+            cursor = conn.execute(
+                "INSERT INTO candidates(parent_version_id, created, updated, source, "
+                "proposer_model, rationale, patch, raw, state, stage, verdict) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    parent_id,
+                    now,
+                    now,
+                    source,
+                    proposer_model,
+                    rationale,
+                    patch,
+                    raw,
+                    state,
+                    stage,
+                    None if verdict is None else json.dumps(verdict, sort_keys=True),
+                ),
+            )
+            return int(cursor.lastrowid or 0)
+
+    @staticmethod
+    def _check_state(state: str) -> None:
+        if state not in CANDIDATE_STATES:
+            raise LineageError(f"unknown candidate state '{state}' (one of {CANDIDATE_STATES})")
+
+    def set_candidate(
+        self,
+        candidate_id: int,
+        state: CandidateState,
+        stage: str,
+        verdict: dict[str, Any] | None = None,
+    ) -> None:
+        """Move a candidate along the pipeline; accepted and rejected are final."""
+        self._check_state(state)
+        if state == "accepted":
+            raise LineageError("a candidate becomes accepted only through promote()")
+        with self.store.tx() as conn:
+            row = conn.execute(
+                "SELECT state FROM candidates WHERE id = ?", (candidate_id,)
+            ).fetchone()
+            if row is None:
+                raise LineageError(f"no candidate {candidate_id} in the lineage")
+            if row["state"] in FINAL_STATES:
+                raise LineageError(f"candidate {candidate_id} is already {row['state']}")
+            conn.execute(
+                "UPDATE candidates SET state = ?, stage = ?, updated = ?, "
+                "verdict = COALESCE(?, verdict) WHERE id = ?",
+                (
+                    state,
+                    stage,
+                    time.time(),
+                    None if verdict is None else json.dumps(verdict, sort_keys=True),
+                    candidate_id,
+                ),
+            )
+
+    # ---- pointer changes -----------------------------------------------------------------
+
+    def _next_version_id(self) -> int:
+        row = self.store.query_one("SELECT COALESCE(MAX(id), 0) + 1 AS n FROM versions")
+        return int(row["n"]) if row else 1
+
+    def _materialise(self, source: Path, name: str) -> str:
+        final = self.versions_dir / name
+        # No row names this directory (ids only grow), so it is a crashed attempt's leftover.
+        remove_tree(final)
+        try:
+            return write_version_dir(source, final, self._step)
+        except TreeError as exc:
+            raise LineageError(str(exc)) from None
+
+    @contextmanager
+    def _unrecorded_on_failure(self, name: str) -> Iterator[None]:
+        """Remove a new version directory again if its transaction does not commit."""
+        try:
+            self._step("db:before_commit")
+            yield
+        except BaseException:
+            remove_tree(self.versions_dir / name)
+            raise
+
+    def _finish(self) -> None:
+        """Everything after the commit point; idempotent, also run by reconcile."""
+        repair = Reconciler(self)
+        repair.sync_git()
+        repair.fix_current()
+
+    def init_seed(self, seed_dir: Path) -> Version:
+        """The first version, copied from ``seed_dir``; later calls return it unchanged."""
+        with self._mutating():
+            first = self._version(1)
+            if first is not None:
+                return first
+            name = version_name(1)
+            digest = self._materialise(seed_dir, name)
+            now = time.time()
+            with self._unrecorded_on_failure(name), self.store.tx() as conn:
+                conn.execute(
+                    "INSERT INTO versions(id, name, parent_id, candidate_id, created, tree_hash, "
+                    "git_commit, message) VALUES (1, ?, NULL, NULL, ?, ?, NULL, ?)",
+                    (name, now, digest, seed_message(name, seed_dir.name)),
+                )
+                conn.execute(
+                    "INSERT INTO pointer(ts, version_id, reason, candidate_id) VALUES (?,1,?,NULL)",
+                    (now, f"seed: {seed_dir.name}"),
+                )
+            self._step("db:committed")
+            self._finish()
+            return self.current()
+
+    def promote(self, candidate_id: int, tree: Path, verdict: dict[str, Any]) -> Version:
+        """Make the candidate's tree the next version and the live one.
+
+        The candidate's parent must still be current (else the verdict compared against a
+        version that is no longer live), and ``tree`` must be that parent plus the recorded
+        patch, so the lineage's patches always explain its versions. If this raises after
+        the SQLite commit, the promotion stands and :meth:`reconcile` finishes it.
+        """
+        with self._mutating():
+            candidate = self.candidate(candidate_id)
+            if candidate.state in FINAL_STATES:
+                raise LineageError(f"candidate {candidate_id} is already {candidate.state}")
+            parent = self.current()
+            if candidate.parent_version_id != parent.id:
+                raise LineageError(
+                    f"candidate {candidate_id} was made from version {candidate.parent_version_id}"
+                    f" but {parent.name} is live now; evaluate it again against {parent.name}"
+                )
+            self._check_tree(candidate, parent, tree)
+            new_id = self._next_version_id()
+            name = version_name(new_id)
+            self._step("promote:start")
+            digest = self._materialise(tree, name)
+            message = promotion_message(name, candidate, parent.name, verdict)
+            now = time.time()
+            with self._unrecorded_on_failure(name), self.store.tx() as conn:
+                conn.execute(
+                    "INSERT INTO versions(id, name, parent_id, candidate_id, created, tree_hash, "
+                    "git_commit, message) VALUES (?,?,?,?,?,?,NULL,?)",
+                    (new_id, name, parent.id, candidate_id, now, digest, message),
+                )
+                conn.execute(
+                    "INSERT INTO pointer(ts, version_id, reason, candidate_id) VALUES (?,?,?,?)",
+                    (now, new_id, f"promote: candidate {candidate_id}", candidate_id),
+                )
+                conn.execute(
+                    "UPDATE candidates SET state = 'accepted', stage = 'promoted', updated = ?, "
+                    "verdict = ? WHERE id = ?",
+                    (now, json.dumps(verdict, sort_keys=True), candidate_id),
+                )
+            self._step("db:committed")
+            self._finish()
+            version = self._version(new_id)
+            assert version is not None
+            return version
+
+    def _check_tree(self, candidate: Candidate, parent: Version, tree: Path) -> None:
+        """The tree must be exactly the parent plus the candidate's recorded patch."""
+        try:
+            actual = diff_trees(self.path(parent), tree)
+        except TreeError as exc:
+            raise LineageError(str(exc)) from None
+        if actual != candidate.patch:
+            raise LineageError(
+                f"the tree given for candidate {candidate.id} ({tree}) is not {parent.name} plus "
+                "the candidate's recorded patch; it changed since it was evaluated"
+            )
+
+    def rollback(self, ref: str | int, reason: str) -> Version:
+        """Make an earlier accepted version live again; recorded like a promotion."""
+        if not reason.strip():
+            raise LineageError("a rollback needs a reason (it goes into the lineage)")
+        with self._mutating():
+            target = self.get(ref)
+            live = self.current()
+            if target.id == live.id:
+                raise LineageError(f"{target.name} is already the live version")
+            self._step("rollback:start")
+            now = time.time()
+            with self.store.tx() as conn:
+                conn.execute(
+                    "INSERT INTO pointer(ts, version_id, reason, candidate_id) VALUES (?,?,?,NULL)",
+                    (now, target.id, f"{ROLLBACK}: {reason.strip()}"),
+                )
+            self._step("db:committed")
+            self._finish()
+            return target
+
+    def commit_message(self, change: PointerChange) -> str:
+        version = self._version(change.version_id)
+        assert version is not None
+        earlier = self.store.query_one(
+            "SELECT v.name FROM pointer p JOIN versions v ON v.id = p.version_id "
+            "WHERE p.id < ? ORDER BY p.id DESC LIMIT 1",
+            (change.id,),
+        )
+        return commit_message(change, version, earlier["name"] if earlier else None)
+
+    def reconcile(self) -> list[str]:
+        """Start-up repair after a crash; returns one sentence per fix for the event log."""
+        with self._mutating():
+            return Reconciler(self).run()
