@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.errors import LineageError
+from daemon.errors import LineageError, SetupError
 
 POINTER_TRAILER = "Harnessd-Pointer"
 VERSION_TRAILER = "Harnessd-Version"
@@ -68,16 +69,24 @@ class GitHistory:
         check: bool = True,
         cwd: Path | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(
-            ["git", *args],
-            cwd=cwd or self.root,
-            env=self._env(env),
-            input=stdin,
-            capture_output=True,
-            text=True,
-            check=False,
-            pass_fds=self.lock_fds,
-        )
+        try:
+            proc = subprocess.run(
+                ["git", *args],
+                cwd=cwd or self.root,
+                env=self._env(env),
+                input=stdin,
+                capture_output=True,
+                text=True,
+                check=False,
+                pass_fds=self.lock_fds,
+            )
+        except FileNotFoundError:
+            if shutil.which("git", path=self._env()["PATH"]) is None:
+                raise SetupError(
+                    "git is not installed (or not on PATH); harnessd keeps its lineage in git: "
+                    "install git and restart"
+                ) from None
+            raise LineageError(f"git {args[0]}: folder {cwd or self.root} does not exist") from None
         if check and proc.returncode != 0:
             detail = proc.stderr.strip() or proc.stdout.strip()
             raise LineageError(f"git {args[0]} failed in {self.root}: {detail}")
@@ -106,6 +115,8 @@ class GitHistory:
         return [str(p.relative_to(self.root)) for p in stale]
 
     def head(self) -> str | None:
+        if not self.git_dir.is_dir():
+            return None
         proc = self._run("rev-parse", "--verify", "--quiet", f"{self.ref}^{{commit}}", check=False)
         return proc.stdout.strip() or None
 

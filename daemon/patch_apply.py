@@ -45,6 +45,15 @@ def _places(lines: list[str], wanted: list[str], floor: int) -> list[int]:
     ]
 
 
+def _trim_blank(lines: list[str]) -> list[str]:
+    start, end = 0, len(lines)
+    while start < end and not lines[start].strip():
+        start += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    return lines[start:end]
+
+
 def _line_list(places: list[int]) -> str:
     shown = ", ".join(str(p + 1) for p in places[:_SHOWN_PLACES])
     return shown + (", ..." if len(places) > _SHOWN_PLACES else "")
@@ -96,11 +105,17 @@ class Workspace:
         if text is None:
             raise PatchRejected(f"{where}: the file does not exist in the harness")
         file = _File(text)
-        places = _places(file.lines, list(edit.search), 0)
+        search, replace = list(edit.search), list(edit.replace)
+        places = _places(file.lines, search, 0)
+        if not places and (_trim_blank(search) != search):
+            # Models often leave a blank line after a marker; blank edges carry no meaning.
+            search, replace = _trim_blank(search), _trim_blank(replace)
+            places = _places(file.lines, search, 0)
         if not places:
+            first = next(line for line in search if line.strip())
             raise PatchRejected(
                 f"{where} matches nothing; copy the lines exactly from the current file "
-                f"(its first line: {edit.search[0].strip()!r})"
+                f"(its first line: {first.strip()!r})"
             )
         if len(places) > 1:
             raise PatchRejected(
@@ -108,7 +123,7 @@ class Workspace:
                 "include more surrounding lines so that it matches once"
             )
         at = places[0]
-        file.lines[at : at + len(edit.search)] = list(edit.replace)
+        file.lines[at : at + len(search)] = replace
         self.touched[edit.path] = file.text()
 
     def _file_diff(self, edit: FileDiff) -> None:

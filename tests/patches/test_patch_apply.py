@@ -82,6 +82,18 @@ def test_trailing_whitespace_difference_in_search_is_tolerated(
     assert "    seen = [0]\n" in (tmp_path / "cand" / "harness.py").read_text()
 
 
+def test_blank_lines_at_the_edges_of_a_search_block_are_tolerated(
+    base_harness: Path, tmp_path: Path
+) -> None:
+    text = (
+        "harness.py\n<<<<<<< SEARCH\n\n    seen = []\n\n=======\n\n    seen = [0]\n\n"
+        ">>>>>>> REPLACE"
+    )
+    apply_proposal(base_harness, parsed(text), tmp_path / "cand")
+    source = (tmp_path / "cand" / "harness.py").read_text()
+    assert "    seen = [0]\n    for step in bounded(3):" in source
+
+
 def test_search_matching_nothing_or_several_places_is_rejected(
     base_harness: Path, tmp_path: Path
 ) -> None:
