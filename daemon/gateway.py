@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
-from anyio.abc import SocketStream
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from daemon.errors import BudgetExceeded, HarnessdError, ProviderError, SandboxError
+from daemon.gateway_socket import RawUnixStream, bind_unix, serve_unix
 from daemon.gateway_transcript import Transcript
 from daemon.providers.base import ChatRequest, ChatResponse
 from daemon.tasks import Submission, Task
@@ -158,7 +158,7 @@ class _Session:
 
     # -- connections -------------------------------------------------------------------
 
-    async def serve(self, stream: SocketStream) -> None:
+    async def serve(self, stream: RawUnixStream) -> None:
         async with stream:
             if self.active >= self.max_connections or self.record.protocol_violation:
                 reply = self.bad(None, "protocol_limit", "too many connections to the gateway")
@@ -179,7 +179,7 @@ class _Session:
                     self.active -= 1
                     self.connection_scopes.discard(scope)
 
-    async def _converse(self, stream: SocketStream) -> None:
+    async def _converse(self, stream: RawUnixStream) -> None:
         reader = LineReader(stream, self.max_frame)
         while True:
             frame = await reader.read()
@@ -192,7 +192,7 @@ class _Session:
                     scope.cancel()  # every connection of the run, this one included
                 return
 
-    async def _send(self, stream: SocketStream, reply: dict[str, Any]) -> None:
+    async def _send(self, stream: RawUnixStream, reply: dict[str, Any]) -> None:
         try:
             data = encode_frame(reply)
         except (TypeError, ValueError):
@@ -328,13 +328,19 @@ async def serve_gateway(
         transcript=Transcript(record.transcript, max_chars=transcript_chars),
     )
     # 0o666: the guest runs as uid 65534 and needs write permission to connect.
-    listener = await anyio.create_unix_listener(socket_path, mode=0o666)
+    listener = bind_unix(socket_path, 0o666)
+    failure: Exception | None = None
     try:
-        async with listener, anyio.create_task_group() as tg:
-            tg.start_soon(listener.serve, session.serve, tg)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(serve_unix, listener, session.serve, tg)
             try:
                 yield record
+            except Exception as exc:
+                failure = exc  # re-raised as itself below, not wrapped in a group
             finally:
                 tg.cancel_scope.cancel()
     finally:
+        listener.close()
         socket_path.unlink(missing_ok=True)
+    if failure is not None:
+        raise failure

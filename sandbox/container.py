@@ -19,13 +19,14 @@ from typing import Any, Literal
 
 import anyio
 import docker.errors
+import requests.exceptions
 from docker.types import LogConfig, Mount, Ulimit
 
-from sandbox.engine import DockerEngine
-from sandbox.errors import ContainerFailure
+from sandbox.engine import DockerEngine, translate
+from sandbox.errors import ContainerFailure, SandboxFailure
 from sandbox.labels import require_instance
 from sandbox.limits import Limits
-from sandbox.output import OutputTap, pump_output
+from sandbox.output import OutputTap, close_stream, pump_output
 
 GUEST_USER = "65534:65534"
 HARNESS_MOUNT = "/harness"
@@ -166,8 +167,8 @@ async def _wait_exit(engine: DockerEngine, container_id: str, limit_s: float) ->
         return await anyio.to_thread.run_sync(
             wait, abandon_on_cancel=True, limiter=anyio.CapacityLimiter(1)
         )
-    except docker.errors.DockerException as exc:
-        raise ContainerFailure(f"waiting for container {container_id[:12]}: {exc}") from None
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        raise translate(exc, f"waiting for container {container_id[:12]}") from None
 
 
 async def _kill(engine: DockerEngine, container_id: str) -> None:
@@ -180,6 +181,80 @@ async def _kill(engine: DockerEngine, container_id: str) -> None:
 
     with anyio.CancelScope(shield=True):
         await engine.call(f"killing container {container_id[:12]}", kill)
+
+
+async def _exit_or_flood(
+    engine: DockerEngine, container_id: str, limits: Limits, tap: OutputTap
+) -> int | None:
+    """The exit code, or None if the output limit was passed first."""
+    exit_code: int | None = None
+    failure: SandboxFailure | None = None
+    async with anyio.create_task_group() as race:
+
+        async def watch_exit() -> None:
+            nonlocal exit_code, failure
+            try:
+                exit_code = await _wait_exit(engine, container_id, limits.wall_s)
+            except SandboxFailure as exc:
+                failure = exc  # raised below, outside the task group, not as a group
+            race.cancel_scope.cancel()
+
+        async def watch_output() -> None:
+            await tap.over_limit.wait()
+            race.cancel_scope.cancel()
+
+        race.start_soon(watch_exit)
+        race.start_soon(watch_output)
+    if failure is not None:
+        raise failure
+    return exit_code
+
+
+@dataclass(frozen=True)
+class _Ending:
+    exit_code: int | None  # None when the host killed it
+    timed_out: bool
+    wall_s: float
+    state: Mapping[str, Any]  # the engine's State after the end
+
+
+async def _start_and_watch(
+    engine: DockerEngine, container_id: str, limits: Limits, tap: OutputTap
+) -> _Ending:
+    short_id = container_id[:12]
+    await engine.call(f"starting container {short_id}", engine.api.start, container_id)
+    started = time.monotonic()
+    exit_code: int | None = None
+    with anyio.move_on_after(limits.wall_s) as clock:
+        exit_code = await _exit_or_flood(engine, container_id, limits, tap)
+    wall_s = time.monotonic() - started
+    if exit_code is None:
+        await _kill(engine, container_id)
+    info = await engine.call(
+        f"inspecting container {short_id}", engine.api.inspect_container, container_id
+    )
+    return _Ending(exit_code, clock.cancelled_caught, wall_s, info["State"])
+
+
+def _outcome(ending: _Ending, tap: OutputTap) -> ContainerOutcome:
+    exit_code = ending.exit_code
+    reason: Reason | None = None
+    if ending.timed_out:
+        reason = "timeout"
+    elif ending.state.get("OOMKilled") and exit_code != 0:
+        reason = "oom"
+        exit_code = int(ending.state.get("ExitCode", 137))
+    elif tap.exceeded:
+        reason = "output_limit"
+    if reason in ("timeout", "output_limit"):
+        exit_code = None
+    return ContainerOutcome(
+        exit_code=exit_code,
+        reason=reason,
+        output=tap.text(),
+        output_bytes=tap.total,
+        wall_s=ending.wall_s,
+    )
 
 
 async def run_container(engine: DockerEngine, spec: RunSpec) -> ContainerOutcome:
@@ -200,58 +275,20 @@ async def supervise(engine: DockerEngine, container_id: str, limits: Limits) -> 
         stream=True,
         logs=False,
     )
+    failure: Exception | None = None
     try:
         async with anyio.create_task_group() as tg:
             drained = anyio.Event()
             tg.start_soon(pump_output, stream, tap, drained)
-            short_id = container_id[:12]
-            await engine.call(f"starting container {short_id}", engine.api.start, container_id)
-            started = time.monotonic()
-            exit_code: int | None = None
-            with anyio.move_on_after(limits.wall_s) as clock:
-                async with anyio.create_task_group() as race:
-
-                    async def watch_exit() -> None:
-                        nonlocal exit_code
-                        exit_code = await _wait_exit(engine, container_id, limits.wall_s)
-                        race.cancel_scope.cancel()
-
-                    async def watch_output() -> None:
-                        await tap.over_limit.wait()
-                        race.cancel_scope.cancel()
-
-                    race.start_soon(watch_exit)
-                    race.start_soon(watch_output)
-            wall_s = time.monotonic() - started
-            timed_out = clock.cancelled_caught
-            if exit_code is None:
-                await _kill(engine, container_id)
-            state = await engine.call(
-                f"inspecting container {container_id[:12]}",
-                engine.api.inspect_container,
-                container_id,
-            )
-            with anyio.move_on_after(_DRAIN_S):
-                await drained.wait()
+            try:
+                ending = await _start_and_watch(engine, container_id, limits, tap)
+                with anyio.move_on_after(_DRAIN_S):
+                    await drained.wait()
+            except Exception as exc:
+                failure = exc  # re-raised as itself below, not wrapped in a group
             tg.cancel_scope.cancel()
     finally:
-        stream.close()
-    oom = bool(state["State"].get("OOMKilled")) and exit_code != 0
-    reason: Reason | None = None
-    if timed_out:
-        reason = "timeout"
-    elif oom:
-        reason = "oom"
-    elif tap.exceeded:
-        reason = "output_limit"
-    if reason is not None and reason != "oom":
-        exit_code = None
-    if reason == "oom" and exit_code is None:
-        exit_code = int(state["State"].get("ExitCode", 137))
-    return ContainerOutcome(
-        exit_code=exit_code,
-        reason=reason,
-        output=tap.text(),
-        output_bytes=tap.total,
-        wall_s=wall_s,
-    )
+        close_stream(stream)
+    if failure is not None:
+        raise failure
+    return _outcome(ending, tap)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -34,6 +35,16 @@ def _where() -> str:
     return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
+def _probe_unix_socket() -> None:
+    """Connect once ourselves: the SDK leaks its socket when a Unix engine socket refuses."""
+    where = _where()
+    if not where.startswith("unix://"):
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(10)
+        probe.connect(where.removeprefix("unix://"))
+
+
 def unavailable(exc: BaseException) -> SandboxUnavailable:
     return SandboxUnavailable(f"no Docker engine answers at {_where()} ({exc}): {_FIX}")
 
@@ -60,11 +71,12 @@ class DockerEngine:
         """Connect to the engine named by the usual DOCKER_* variables and check it answers."""
 
         def make() -> docker.DockerClient:
+            _probe_unix_socket()
             return docker.from_env(timeout=_HTTP_TIMEOUT_S, max_pool_size=_POOL_SIZE)
 
         try:
             client = await anyio.to_thread.run_sync(make)
-        except docker.errors.DockerException as exc:
+        except (docker.errors.DockerException, OSError) as exc:
             raise unavailable(exc) from None
         engine = cls(client)
         try:

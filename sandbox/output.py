@@ -56,6 +56,19 @@ def _pump(stream: ClosableStream, tap: OutputTap) -> None:
         pass  # a broken stream just means the container is gone
 
 
+def close_stream(stream: ClosableStream) -> None:
+    """Close an attach stream and its HTTP response, which holds the engine connection.
+
+    ``CancellableStream.close()`` skips the socket once the response reads as ended, so a
+    stream that reached its end would leak the connection until garbage collection.
+    """
+    stream.close()
+    response = getattr(stream, "_response", None)
+    if response is not None:
+        with contextlib.suppress(Exception):
+            response.close()
+
+
 async def pump_output(stream: ClosableStream, tap: OutputTap, drained: anyio.Event) -> None:
     """Read ``stream`` to its end in a dedicated thread, then set ``drained``."""
     # Abandoned on cancel: closing the stream (the caller's job) ends the thread.
