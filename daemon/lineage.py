@@ -27,11 +27,17 @@ from pathlib import Path
 from typing import Any
 
 from daemon.errors import LineageError
+from daemon.lineage_candidates import (
+    counts_by_parent,
+    insert_candidate,
+    list_candidates,
+    load_candidate,
+    update_candidate,
+)
 from daemon.lineage_fs import Step, remove_tree, write_version_dir
 from daemon.lineage_git import VERSION_TRAILER, GitHistory
 from daemon.lineage_reconcile import Reconciler
 from daemon.lineage_records import (
-    CANDIDATE_STATES,
     FINAL_STATES,
     ROLLBACK,
     Candidate,
@@ -39,6 +45,7 @@ from daemon.lineage_records import (
     PointerChange,
     TreeEntry,
     Version,
+    build_tree,
     commit_message,
     promotion_message,
     seed_message,
@@ -51,11 +58,10 @@ __all__ = ["Candidate", "Lineage", "PointerChange", "TreeEntry", "Version"]
 
 _NAME_RE = re.compile(r"^v(\d+)$")
 _SHA_RE = re.compile(r"^[0-9a-f]{4,40}$")
-_SOURCES = ("proposer", "external")
 
 
 def _no_fault(step: str) -> None:
-    """The default step hook; tests inject failures between steps through it."""
+    """No fault injection: the default ``fault`` hook."""
 
 
 class Lineage:
@@ -65,9 +71,13 @@ class Lineage:
         self.versions_dir = root / "versions"
         self.current_link = root / "current"
         self.git = GitHistory(root)
-        self._step: Step = fault or _no_fault
+        self._fault: Step = fault or _no_fault
         self._lock = threading.RLock()
         self._depth = 0
+
+    def checkpoint(self, step: str) -> None:
+        """Mark a step boundary of a mutation; tests inject crashes here through ``fault``."""
+        self._fault(step)
 
     # ---- locking -------------------------------------------------------------------------
 
@@ -151,10 +161,7 @@ class Lineage:
         return self.get(matches.pop()) if matches else None
 
     def candidate(self, candidate_id: int) -> Candidate:
-        row = self.store.query_one("SELECT * FROM candidates WHERE id = ?", (candidate_id,))
-        if row is None:
-            raise LineageError(f"no candidate {candidate_id} in the lineage")
-        return Candidate.from_row(row)
+        return load_candidate(self.store, candidate_id)
 
     def candidates(
         self,
@@ -164,19 +171,8 @@ class Lineage:
         limit: int | None = None,
     ) -> list[Candidate]:
         """Candidates, newest first, optionally of one state or one parent version."""
-        sql = "SELECT * FROM candidates WHERE 1=1"
-        params: list[Any] = []
-        if state is not None:
-            sql += " AND state = ?"
-            params.append(state)
-        if parent is not None:
-            sql += " AND parent_version_id = ?"
-            params.append(parent.id if isinstance(parent, Version) else parent)
-        sql += " ORDER BY id DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return [Candidate.from_row(r) for r in self.store.query(sql, tuple(params))]
+        parent_id = parent.id if isinstance(parent, Version) else parent
+        return list_candidates(self.store, state, parent_id, limit)
 
     def history(self) -> list[PointerChange]:
         """Every switch of the live version, oldest first (seed, promotions, rollbacks)."""
@@ -184,42 +180,14 @@ class Lineage:
             "SELECT p.*, v.name AS version_name FROM pointer p "
             "JOIN versions v ON v.id = p.version_id ORDER BY p.id"
         )
-        return [
-            PointerChange(
-                id=r["id"],
-                ts=r["ts"],
-                version_id=r["version_id"],
-                version_name=r["version_name"],
-                reason=r["reason"],
-                candidate_id=r["candidate_id"],
-            )
-            for r in rows
-        ]
+        return [PointerChange.from_row(r) for r in rows]
 
     def tree(self) -> list[TreeEntry]:
         """All versions depth-first from the seed, children by id (for ``harnessctl lineage``)."""
         versions = self.versions()
         if not versions:
             return []
-        current_id = self.current().id
-        counts: dict[int, dict[str, int]] = {}
-        for row in self.store.query(
-            "SELECT parent_version_id AS p, state, COUNT(*) AS n FROM candidates "
-            "GROUP BY parent_version_id, state"
-        ):
-            counts.setdefault(row["p"], {})[row["state"]] = row["n"]
-        children: dict[int | None, list[Version]] = {}
-        for version in versions:
-            children.setdefault(version.parent_id, []).append(version)
-        entries: list[TreeEntry] = []
-        pending = [(v, 0) for v in reversed(children.get(None, []))]
-        while pending:
-            version, depth = pending.pop()
-            entries.append(
-                TreeEntry(version, depth, version.id == current_id, counts.get(version.id, {}))
-            )
-            pending.extend((c, depth + 1) for c in reversed(children.get(version.id, [])))
-        return entries
+        return build_tree(versions, self.current().id, counts_by_parent(self.store))
 
     def diff(self, a: str | int | Version, b: str | int | Version) -> str:
         """The normalised git diff from version ``a`` to version ``b``."""
@@ -243,40 +211,19 @@ class Lineage:
         verdict: dict[str, Any] | None = None,
     ) -> int:
         """Record a candidate (an unparseable one too: ``state="rejected"``, ``stage="parse"``)."""
-        if source not in _SOURCES:
-            raise LineageError(f"candidate source must be one of {_SOURCES}, not '{source}'")
-        if state == "accepted":
-            raise LineageError("a candidate becomes accepted only through promote()")
-        self._check_state(state)
         parent_id = parent.id if isinstance(parent, Version) else parent
-        if self._version(parent_id) is None:
-            raise LineageError(f"candidate parent version {parent_id} does not exist")
-        now = time.time()
-        with self.store.tx() as conn:
-            cursor = conn.execute(
-                "INSERT INTO candidates(parent_version_id, created, updated, source, "
-                "proposer_model, rationale, patch, raw, state, stage, verdict) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    parent_id,
-                    now,
-                    now,
-                    source,
-                    proposer_model,
-                    rationale,
-                    patch,
-                    raw,
-                    state,
-                    stage,
-                    None if verdict is None else json.dumps(verdict, sort_keys=True),
-                ),
-            )
-            return int(cursor.lastrowid or 0)
-
-    @staticmethod
-    def _check_state(state: str) -> None:
-        if state not in CANDIDATE_STATES:
-            raise LineageError(f"unknown candidate state '{state}' (one of {CANDIDATE_STATES})")
+        return insert_candidate(
+            self.store,
+            parent_id,
+            source,
+            proposer_model,
+            rationale,
+            patch,
+            raw,
+            state,
+            stage,
+            verdict,
+        )
 
     def set_candidate(
         self,
@@ -286,28 +233,7 @@ class Lineage:
         verdict: dict[str, Any] | None = None,
     ) -> None:
         """Move a candidate along the pipeline; accepted and rejected are final."""
-        self._check_state(state)
-        if state == "accepted":
-            raise LineageError("a candidate becomes accepted only through promote()")
-        with self.store.tx() as conn:
-            row = conn.execute(
-                "SELECT state FROM candidates WHERE id = ?", (candidate_id,)
-            ).fetchone()
-            if row is None:
-                raise LineageError(f"no candidate {candidate_id} in the lineage")
-            if row["state"] in FINAL_STATES:
-                raise LineageError(f"candidate {candidate_id} is already {row['state']}")
-            conn.execute(
-                "UPDATE candidates SET state = ?, stage = ?, updated = ?, "
-                "verdict = COALESCE(?, verdict) WHERE id = ?",
-                (
-                    state,
-                    stage,
-                    time.time(),
-                    None if verdict is None else json.dumps(verdict, sort_keys=True),
-                    candidate_id,
-                ),
-            )
+        update_candidate(self.store, candidate_id, state, stage, verdict)
 
     # ---- pointer changes -----------------------------------------------------------------
 
@@ -320,7 +246,7 @@ class Lineage:
         # No row names this directory (ids only grow), so it is a crashed attempt's leftover.
         remove_tree(final)
         try:
-            return write_version_dir(source, final, self._step)
+            return write_version_dir(source, final, self.checkpoint)
         except TreeError as exc:
             raise LineageError(str(exc)) from None
 
@@ -328,7 +254,7 @@ class Lineage:
     def _unrecorded_on_failure(self, name: str) -> Iterator[None]:
         """Remove a new version directory again if its transaction does not commit."""
         try:
-            self._step("db:before_commit")
+            self.checkpoint("db:before_commit")
             yield
         except BaseException:
             remove_tree(self.versions_dir / name)
@@ -359,7 +285,7 @@ class Lineage:
                     "INSERT INTO pointer(ts, version_id, reason, candidate_id) VALUES (?,1,?,NULL)",
                     (now, f"seed: {seed_dir.name}"),
                 )
-            self._step("db:committed")
+            self.checkpoint("db:committed")
             self._finish()
             return self.current()
 
@@ -384,7 +310,7 @@ class Lineage:
             self._check_tree(candidate, parent, tree)
             new_id = self._next_version_id()
             name = version_name(new_id)
-            self._step("promote:start")
+            self.checkpoint("promote:start")
             digest = self._materialise(tree, name)
             message = promotion_message(name, candidate, parent.name, verdict)
             now = time.time()
@@ -403,7 +329,7 @@ class Lineage:
                     "verdict = ? WHERE id = ?",
                     (now, json.dumps(verdict, sort_keys=True), candidate_id),
                 )
-            self._step("db:committed")
+            self.checkpoint("db:committed")
             self._finish()
             version = self._version(new_id)
             assert version is not None
@@ -430,14 +356,14 @@ class Lineage:
             live = self.current()
             if target.id == live.id:
                 raise LineageError(f"{target.name} is already the live version")
-            self._step("rollback:start")
+            self.checkpoint("rollback:start")
             now = time.time()
             with self.store.tx() as conn:
                 conn.execute(
                     "INSERT INTO pointer(ts, version_id, reason, candidate_id) VALUES (?,?,?,NULL)",
                     (now, target.id, f"{ROLLBACK}: {reason.strip()}"),
                 )
-            self._step("db:committed")
+            self.checkpoint("db:committed")
             self._finish()
             return target
 

@@ -99,7 +99,7 @@ class Reconciler:
                     "restore the harnesses folder from a backup"
                 )
             remove_tree(lineage.path(version))
-            _write_version_dir(export, lineage.path(version), lineage._step)
+            _write_version_dir(export, lineage.path(version), lineage.checkpoint)
         finally:
             remove_tree(export)
 
@@ -132,9 +132,9 @@ class Reconciler:
                 head,
                 change.ts,
             )
-            lineage._step("git:commit_created")
+            lineage.checkpoint("git:commit_created")
             self.git.move_branch(sha, head)
-            lineage._step("git:ref_updated")
+            lineage.checkpoint("git:ref_updated")
             known[change.id] = head = sha
             what = "rollback to" if change.is_rollback else "promotion of"
             notes.append(f"wrote the missing git commit for the {what} {change.version_name}")
@@ -149,7 +149,7 @@ class Reconciler:
                         "UPDATE versions SET git_commit = ? WHERE id = ? AND git_commit IS NULL",
                         (recorded, version.id),
                     )
-                lineage._step("git:recorded")
+                lineage.checkpoint("git:recorded")
         return notes
 
     def fix_current(self) -> list[str]:
@@ -164,7 +164,7 @@ class Reconciler:
         before = str(link.readlink()) if link.is_symlink() else None
         if before == f"versions/{live}":
             return []
-        point_symlink(link, f"versions/{live}", lineage._step)
+        point_symlink(link, f"versions/{live}", lineage.checkpoint)
         return [f"pointed 'current' at versions/{live} (it was {before or 'missing'})"]
 
     def _interrupt_evaluating(self) -> list[str]:

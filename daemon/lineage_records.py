@@ -102,6 +102,17 @@ class PointerChange:
     reason: str
     candidate_id: int | None
 
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> PointerChange:
+        return cls(
+            id=row["id"],
+            ts=row["ts"],
+            version_id=row["version_id"],
+            version_name=row["version_name"],
+            reason=row["reason"],
+            candidate_id=row["candidate_id"],
+        )
+
     @property
     def is_rollback(self) -> bool:
         return self.reason.startswith(ROLLBACK)
@@ -115,6 +126,24 @@ class TreeEntry:
     depth: int
     is_current: bool
     candidates: dict[str, int] = field(default_factory=dict)
+
+
+def build_tree(
+    versions: list[Version], current_id: int, counts: dict[int, dict[str, int]]
+) -> list[TreeEntry]:
+    """Versions depth-first from the roots, children in id order."""
+    children: dict[int | None, list[Version]] = {}
+    for version in versions:
+        children.setdefault(version.parent_id, []).append(version)
+    entries: list[TreeEntry] = []
+    pending = [(v, 0) for v in reversed(children.get(None, []))]
+    while pending:
+        version, depth = pending.pop()
+        entries.append(
+            TreeEntry(version, depth, version.id == current_id, counts.get(version.id, {}))
+        )
+        pending.extend((c, depth + 1) for c in reversed(children.get(version.id, [])))
+    return entries
 
 
 def _gate_line(name: str, gate: Any) -> str:
