@@ -51,6 +51,7 @@ from daemon.lineage_records import (
     seed_message,
     version_name,
 )
+from daemon.patch_model import ParseFailure
 from daemon.patch_tree import TreeError, diff_trees
 from daemon.store import Store
 
@@ -223,6 +224,22 @@ class Lineage:
             state,
             stage,
             verdict,
+        )
+
+    def add_unparseable(
+        self, parent: Version | int, source: str, proposer_model: str | None, failure: ParseFailure
+    ) -> int:
+        """Record proposer output that held no usable patch: rejected at stage ``parse``."""
+        return self.add_candidate(
+            parent,
+            source,
+            proposer_model,
+            failure.rationale,
+            "",
+            failure.raw,
+            state="rejected",
+            stage="parse",
+            verdict={"decision": "rejected", "stage": "parse", "reason": failure.reason},
         )
 
     def set_candidate(

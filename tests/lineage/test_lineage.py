@@ -14,6 +14,8 @@ from daemon.errors import LineageError
 from daemon.lineage import Lineage
 from daemon.lineage_fs import tree_hash
 from daemon.lineage_git import GitHistory
+from daemon.patch_model import ParseFailure
+from daemon.patch_parse import parse_proposal
 from daemon.patch_tree import read_tree
 from daemon.store import Store
 
@@ -127,10 +129,16 @@ def test_candidate_states(lineage: Lineage, seed_dir: Path, work: Path) -> None:
         lineage.set_candidate(cid, "done", "dev")  # type: ignore[arg-type]
     with pytest.raises(LineageError, match="source must be one of"):
         lineage.add_candidate(seed, "someone", None, "", "", "")
-    unparseable = lineage.add_candidate(
-        seed, "proposer", "local:m", "", "", "no patch here", state="rejected", stage="parse"
+    failure = parse_proposal("Looks fine to me.\nno patch here")
+    assert isinstance(failure, ParseFailure)
+    unparseable = lineage.add_unparseable(seed, "proposer", "local:m", failure)
+    recorded = lineage.candidate(unparseable)
+    assert (recorded.state, recorded.stage, recorded.raw) == (
+        "rejected",
+        "parse",
+        "Looks fine to me.\nno patch here",
     )
-    assert lineage.candidate(unparseable).raw == "no patch here"
+    assert recorded.verdict is not None and "no patch found" in recorded.verdict["reason"]
     assert [c.id for c in lineage.candidates(state="rejected")] == [unparseable, cid]
     assert [c.id for c in lineage.candidates(parent=seed, limit=1)] == [unparseable]
 
