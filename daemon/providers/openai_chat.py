@@ -1,0 +1,155 @@
+"""``openai:<model>``: Chat Completions through the official async SDK, any compatible server.
+
+With ``[openai] base_url`` set, any OpenAI-compatible server works (vLLM, llama.cpp's
+server, Ollama). Structured output is ``response_format`` ``json_schema``. The completion
+cap is sent as ``max_completion_tokens`` to OpenAI itself (its newer models reject
+``max_tokens``) and as ``max_tokens`` to other servers, which all accept that one.
+
+Tool-call arguments arrive as a JSON string; when a model writes arguments that are not
+a JSON object, the call is kept with ``arguments = {"_raw": "<the text>"}`` so the harness
+sees the model's mistake instead of losing the call.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+
+from daemon.policy import RetryPolicy
+from daemon.providers.base import ChatRequest, ChatResponse, Message, ToolCall, Usage
+from daemon.providers.http_errors import bad_response, status_error, transport_error
+
+RAW_ARGUMENTS_KEY = "_raw"
+
+
+def _message(message: Message) -> dict[str, Any]:
+    if message.role == "tool":
+        return {
+            "role": "tool",
+            "tool_call_id": message.tool_call_id or "",
+            "content": message.content or "",
+        }
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.role != "assistant":
+        out["content"] = message.content or ""
+    if message.name is not None and message.role in ("system", "user"):
+        out["name"] = message.name
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            }
+            for call in message.tool_calls
+        ]
+    return out
+
+
+def to_openai(request: ChatRequest, *, official: bool) -> dict[str, Any]:
+    """The keyword arguments of ``chat.completions.create`` (without the model)."""
+    kwargs: dict[str, Any] = {
+        "messages": [_message(m) for m in request.messages],
+        "temperature": request.temperature,
+        ("max_completion_tokens" if official else "max_tokens"): request.max_tokens,
+    }
+    if request.tools:
+        kwargs["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
+            for t in request.tools
+        ]
+    if request.response_schema is not None:
+        kwargs["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "response", "schema": request.response_schema},
+        }
+    return kwargs
+
+
+def parse_arguments(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError:
+        return {RAW_ARGUMENTS_KEY: text}
+    return value if isinstance(value, dict) else {RAW_ARGUMENTS_KEY: text}
+
+
+def from_openai(ref: str, completion: Any) -> ChatResponse:
+    if not completion.choices:
+        raise bad_response(ref, "no choices in the reply")
+    if completion.usage is None:
+        raise bad_response(
+            ref, "no usage in the reply; harnessd meters only provider-reported usage"
+        )
+    choice = completion.choices[0]
+    calls = [
+        ToolCall(id=c.id, name=c.function.name, arguments=parse_arguments(c.function.arguments))
+        for c in choice.message.tool_calls or []
+        if c.type == "function"
+    ]
+    return ChatResponse(
+        content=choice.message.content,
+        tool_calls=calls,
+        usage=Usage(
+            prompt_tokens=completion.usage.prompt_tokens,
+            completion_tokens=completion.usage.completion_tokens,
+        ),
+        model=f"openai:{completion.model}",
+        finish_reason=choice.finish_reason or "stop",
+    )
+
+
+class OpenAIProvider:
+    """One model on an OpenAI-compatible server; the SDK client is safe for concurrent use."""
+
+    def __init__(
+        self,
+        ref: str,
+        model: str,
+        *,
+        api_key: str,
+        key_hint: str,
+        base_url: str | None,
+        retry: RetryPolicy,
+    ) -> None:
+        self.ref = ref
+        self._model = model
+        self._key_hint = key_hint
+        self._retries = retry.max_retries
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=retry.max_retries,
+            timeout=retry.timeout_s,
+        )
+        self._official = self._client.base_url.host.endswith("openai.com")
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        kwargs = to_openai(request, official=self._official)
+        try:
+            completion = await self._client.chat.completions.create(model=self._model, **kwargs)
+        except openai.APIStatusError as exc:
+            raise status_error(
+                self.ref,
+                exc.status_code,
+                exc.message,
+                key_hint=self._key_hint,
+                retries=self._retries,
+            ) from None
+        except openai.APIConnectionError as exc:
+            raise transport_error(self.ref, exc.message, retries=self._retries) from None
+        except openai.APIResponseValidationError as exc:
+            raise bad_response(self.ref, exc.message) from None
+        return from_openai(self.ref, completion)
+
+    async def aclose(self) -> None:
+        await self._client.close()
