@@ -160,24 +160,27 @@ class _Session:
 
     async def serve(self, stream: RawUnixStream) -> None:
         async with stream:
-            if self.active >= self.max_connections or self.record.protocol_violation:
-                reply = self.bad(None, "protocol_limit", "too many connections to the gateway")
-                await self._send(stream, reply)
-                return
-            self.active += 1
-            self.record.connections += 1
+            try:
+                await self._serve(stream)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
+                pass
+            except Exception:
+                # A guest must never be able to take the daemon down; log, drop the line.
+                log.exception("gateway connection for task %s failed", self.task.id)
+
+    async def _serve(self, stream: RawUnixStream) -> None:
+        if self.active >= self.max_connections or self.record.protocol_violation:
+            await self._send(stream, self.bad(None, "protocol_limit", "too many connections"))
+            return
+        self.active += 1
+        self.record.connections += 1
+        try:
             with anyio.CancelScope() as scope:
                 self.connection_scopes.add(scope)
-                try:
-                    await self._converse(stream)
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
-                    pass
-                except Exception:
-                    # A guest must never be able to take the daemon down; log, drop the line.
-                    log.exception("gateway connection for task %s failed", self.task.id)
-                finally:
-                    self.active -= 1
-                    self.connection_scopes.discard(scope)
+                await self._converse(stream)
+        finally:
+            self.active -= 1
+            self.connection_scopes.discard(scope)
 
     async def _converse(self, stream: RawUnixStream) -> None:
         reader = LineReader(stream, self.max_frame)

@@ -95,4 +95,8 @@ async def serve_unix(
             conn, _ = listener.accept()
         except (BlockingIOError, InterruptedError, ConnectionAbortedError):
             continue
+        except OSError:
+            # Out of file descriptors or similar: back off instead of failing the run.
+            await anyio.sleep(0.1)
+            continue
         task_group.start_soon(handle, RawUnixStream(conn))

@@ -10,6 +10,8 @@ variant alike, against a bare ``python3 -c pass`` process on the host:
 * ``warm``: one hardened container kept alive; per task one ``exec`` of ``python3 -c pass``
   plus the cleanup exec a warm container needs so no state leaks to the next task (kill
   leftover processes, empty /tmp and /work).
+* ``warm_bare``: the exec alone, without that cleanup (leaks state; shown as the floor of
+  the warm design).
 * ``run_task``: the whole path a real task takes (per-run dir, gateway socket, guest
   runtime, a one-line harness), fresh container.
 
@@ -100,7 +102,7 @@ async def bench(rounds: int) -> dict[str, list[float]]:
             id="bench", suite="bench", kind="answer", prompt=[Message(role="user", content="x")]
         )
         keeper = RunSpec(image=image, command=["sleep", "infinity"], labels=LABELS, limits=LIMITS)
-        results: dict[str, list[float]] = {"host": [], "fresh": [], "warm": [], "run_task": []}
+        results: dict[str, list[float]] = {}
         try:
             async with created_container(engine, keeper) as warm_id:
                 await engine.call("start", engine.api.start, warm_id)
@@ -133,6 +135,9 @@ async def bench(rounds: int) -> dict[str, list[float]]:
                     await exec_once(["python3", "-c", "pass"])
                     await exec_once(["python3", "-c", WARM_CLEANUP])
 
+                async def warm_bare() -> None:
+                    await exec_once(["python3", "-c", "pass"])
+
                 async def whole_task() -> None:
                     run = await run_task(
                         engine,
@@ -146,7 +151,14 @@ async def bench(rounds: int) -> dict[str, list[float]]:
                     )
                     assert run.error is None, run
 
-                variants = {"host": host, "fresh": fresh, "warm": warm, "run_task": whole_task}
+                variants = {
+                    "host": host,
+                    "fresh": fresh,
+                    "warm": warm,
+                    "warm_bare": warm_bare,
+                    "run_task": whole_task,
+                }
+                results.update({name: [] for name in variants})
                 for fn in variants.values():  # warm-up: page cache, first-exec costs
                     await fn()
                 for _ in range(rounds):

@@ -299,3 +299,27 @@ async def test_concurrent_runs_have_separate_records(socket_dir: Path) -> None:
         assert (await a.ask(SUBMIT))["ok"]
         assert (await b.ask(HELLO))["ok"]
     assert record_a.submission is not None and record_b.submission is None
+
+
+async def test_abrupt_and_unreading_clients_do_not_hurt_the_gateway(socket_dir: Path) -> None:
+    async with gateway(socket_dir, max_connections=2) as (record, path):
+        for _ in range(30):  # connect and vanish, some of them past the connection limit
+            stream = await anyio.connect_unix(path)
+            await stream.aclose()
+        async with client(path) as flooder:
+            # Thousands of requests whose replies are never read: the gateway's writes block,
+            # and end cleanly when the client goes away.
+            frame = json.dumps(HELLO).encode() + b"\n"
+            with anyio.move_on_after(2):
+                for _ in range(5000):
+                    await flooder.send_raw(frame)
+        # Slots free up as the gateway notices the departures; then a guest is served.
+        with anyio.fail_after(10):
+            while True:
+                async with client(path) as guest:
+                    if (await guest.ask(HELLO)).get("ok"):
+                        assert (await guest.ask(SUBMIT))["ok"]
+                        break
+                await anyio.sleep(0.05)
+    assert record.submission is not None
+    assert not record.protocol_violation

@@ -19,6 +19,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from daemon.taskrun import TaskRun
 from tests.sandbox.conftest import SHORT_WALL, SMALL, Sandbox, StandInModel, make_task
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
@@ -107,7 +108,7 @@ def host_addresses() -> list[str]:
     return sorted(set(found))
 
 
-def assert_crash(run, *fragments: str) -> None:  # type: ignore[no-untyped-def]
+def assert_crash(run: TaskRun, *fragments: str) -> None:
     assert run.error == "crash", (run.error, run.submission, run.outcome.output[-2000:])
     assert run.submission is not None and run.submission.error is not None
     for fragment in fragments:
@@ -274,7 +275,8 @@ def solve(task, ctx):
         run.submission.model_dump() if run.submission else None
     )
     assert canary not in everything
-    names = run.submission.error.split("environment: ")[1].split(", ") if run.submission else []
+    assert run.submission is not None and run.submission.error is not None
+    names = run.submission.error.split("environment: ")[1].split(", ")
     assert set(names) <= {"PATH", "HOME", "LANG", "TMPDIR", "HOSTNAME"}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -111,7 +112,7 @@ async def test_cancelling_mid_run_leaves_nothing_behind(sandbox: Sandbox) -> Non
     """Cancel while the harness waits on a model call: container and run dir must go."""
     model = StandInModel(on_chat=anyio.Event(), block_chat=True)
     harness = "def solve(task, ctx):\n    ctx.model.chat(task['prompt'])\n"
-    seen_containers: list[object] = []
+    seen_containers: list[dict[str, Any]] = []
     seen_dirs: list[Path] = []
     async with anyio.create_task_group() as tg:
         tg.start_soon(functools.partial(sandbox.run, harness, handler=model))
