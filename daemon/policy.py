@@ -122,6 +122,13 @@ class PatchPolicy(_Closed):
     max_bytes: Annotated[int, Field(ge=64, le=10_000_000)] = 64_000
 
 
+class PipelinePolicy(_Closed):
+    # Stage 2: run one dev task in the sandbox before anything costlier.
+    smoke: bool = True
+    # Stage 3: reject when dev accuracy falls below the parent's by more than this.
+    dev_max_regression: Fraction = 0.10
+
+
 class LoopPolicy(_Closed):
     enabled: bool = True
     cycle_pause_s: Annotated[float, Field(ge=0.0, le=86400.0)] = 5.0
@@ -141,6 +148,7 @@ class Policy(_Closed):
     sandbox: SandboxPolicy = SandboxPolicy()
     gates: GatesPolicy = GatesPolicy()
     patch: PatchPolicy = PatchPolicy()
+    pipeline: PipelinePolicy = PipelinePolicy()
     loop: LoopPolicy = LoopPolicy()
     retry: RetryPolicy = RetryPolicy()
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from daemon.codemap import NeverExecuted
 from daemon.stats import wilson_ci
 from daemon.tasks import TaskError
 
@@ -35,14 +36,6 @@ class TaskResult(BaseModel):
     detail: str = ""  # the verifier's or the sandbox's explanation
     # For dev-split feedback only; the proposer never reads held-out reports.
     transcript: list[dict[str, Any]] = Field(default_factory=list)
-
-
-class NeverExecuted(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    file: str
-    ranges: list[tuple[int, int]]
-    functions: list[str] = Field(default_factory=list)
 
 
 class CoverageReport(BaseModel):

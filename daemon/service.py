@@ -21,35 +21,50 @@ from daemon.api import ControlApi
 from daemon.control import serve_control
 from daemon.errors import ConfigError
 from daemon.events import EventBus
+from daemon.lineage import Lineage
+from daemon.live import LiveHarness
+from daemon.loop import ImprovementLoop, LoopControl
 from daemon.policy import load_policy
 from daemon.protocol import SOCKET_NAME
 from daemon.reload import PolicyHolder, watch_files
+from daemon.runtime import Runtime, open_runtime
+from daemon.secrets import redact, register_configured_secrets
 from daemon.settings import LoadedSettings, load_settings
 from daemon.statedir import hold_lock, prepare_state_dir
 from daemon.store import Store
+from sandbox.labels import instance_id
 
 log = logging.getLogger("harnessd.service")
 
 
+DRAIN_GRACE_S = 300.0
+
+
 class Daemon:
-    def __init__(self, loaded: LoadedSettings, policy: PolicyHolder, store: Store) -> None:
+    def __init__(
+        self, loaded: LoadedSettings, policy: PolicyHolder, store: Store, bus: EventBus
+    ) -> None:
         self.loaded = loaded
         self.policy = policy
         self.store = store
-        self.bus = EventBus(store)
+        self.bus = bus
         self.started = time.time()
-        self.paused = False
+        self.control = LoopControl()
         self.stop_requested = anyio.Event()
         self.socket_path = loaded.state_dir / SOCKET_NAME
+        self.lineage = Lineage(store, loaded.harnesses_dir)
+        # Set once the runtime is open (engine connected, image present).
+        self.rt: Runtime | None = None
+        self.live: LiveHarness | None = None
+        self.loop: ImprovementLoop | None = None
 
-    def status(self) -> dict[str, Any]:
+    def status_basics(self) -> dict[str, Any]:
         return {
             "pid": os.getpid(),
             "started": self.started,
             "uptime_s": round(time.time() - self.started, 1),
             "state_dir": str(self.loaded.state_dir),
             "policy_path": str(self.policy.path),
-            "paused": self.paused,
         }
 
     async def on_file_change(self, path: Any) -> None:
@@ -107,19 +122,47 @@ class Daemon:
                 else:
                     self.stop_requested.set()
 
+    async def _prepare_lineage(self) -> None:
+        def prepare() -> tuple[list[str], str]:
+            fixes = self.lineage.reconcile()
+            seed = self.lineage.init_seed(self.loaded.seed_dir)
+            return fixes, self.lineage.current().name if seed else ""
+
+        fixes, live = await anyio.to_thread.run_sync(prepare)
+        for fix in fixes:
+            await self.bus.emit("lineage.recovered", fix, level="warning")
+        await self.bus.emit("lineage.ready", f"live version {live}", version=live)
+
     async def run(self) -> None:
         api = ControlApi(self)
-        async with anyio.create_task_group() as tg:
+        await self._prepare_lineage()
+        instance = instance_id(self.loaded.state_dir)
+        async with (
+            open_runtime(
+                self.loaded, self.policy, self.store, instance=instance, emit=self.bus.emit
+            ) as rt,
+            anyio.create_task_group() as tg,
+        ):
+            self.rt = rt
+            self.live = LiveHarness(rt, self.lineage)
+            self.loop = ImprovementLoop(rt, self.lineage, self.control)
             tg.start_soon(self._signals, tg.cancel_scope)
             await tg.start(serve_control, self.socket_path, api)
             await tg.start(watch_files, self.watched, self.on_file_change)
+            await tg.start(self.loop.run)
             await self.bus.emit(
                 "daemon.started",
                 f"harnessd up (pid {os.getpid()}), control socket {self.socket_path}",
             )
             _print_attach_hint(self.socket_path)
             await self.stop_requested.wait()
-            await self.bus.emit("daemon.stopping", "stopping: draining work in flight")
+            await self.bus.emit("daemon.stopping", "stopping: draining requests in flight")
+            left = await self.live.drain(DRAIN_GRACE_S)
+            if left:
+                await self.bus.emit(
+                    "daemon.drain_timeout", f"{left} requests still running; cancelling them",
+                    level="warning",
+                )  # fmt: skip
             tg.cancel_scope.cancel()
         await self.bus.emit("daemon.stopped", "harnessd stopped")
 
@@ -137,10 +180,11 @@ def _print_attach_hint(socket_path: Any) -> None:
 
 async def serve(loaded: LoadedSettings) -> None:
     state_dir = prepare_state_dir(loaded.state_dir)
+    register_configured_secrets(loaded)
     with hold_lock(state_dir):
         holder = PolicyHolder(loaded.policy_path, load_policy(loaded.policy_path))
         store = Store(state_dir / "state.db")
         try:
-            await Daemon(loaded, holder, store).run()
+            await Daemon(loaded, holder, store, EventBus(store, redact)).run()
         finally:
             store.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,11 +23,6 @@ def prepare_state_dir(path: Path) -> Path:
     if path.stat().st_mode & 0o077:
         os.chmod(path, 0o700)
     return path
-
-
-def instance_id(state_dir: Path) -> str:
-    """A short id for this state dir; it labels our containers so reaping stays ours."""
-    return hashlib.sha256(str(state_dir.resolve()).encode()).hexdigest()[:12]
 
 
 @contextmanager

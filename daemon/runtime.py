@@ -1,0 +1,168 @@
+"""The wiring every evaluation needs: engine, image, models, suite, budgets, event sink.
+
+Both ``harnessd serve`` and the standalone ``harnessd eval`` open one :class:`Runtime`;
+it owns the Docker connection and the providers, and reaps what an earlier crash left
+behind (containers labelled with this state dir's instance id, per-run directories).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from daemon.budget import BudgetGuard
+from daemon.errors import SandboxError, SetupError
+from daemon.metering import MeteredModel
+from daemon.providers import make_provider
+from daemon.providers.base import Provider
+from daemon.reload import PolicyHolder
+from daemon.settings import LoadedSettings
+from daemon.store import Store
+from daemon.suites import load_suite
+from daemon.suites.base import Suite
+from daemon.suites.coderunner import DockerCodeRunner
+from daemon.suites.splits import Splits, split
+from sandbox.engine import DockerEngine
+from sandbox.errors import SandboxFailure
+from sandbox.image import ensure_image, image_tag
+from sandbox.labels import instance_labels
+from sandbox.limits import Limits
+from sandbox.rundir import remove_orphan_run_dirs
+
+log = logging.getLogger("harnessd.runtime")
+
+Emit = Callable[..., Awaitable[Any]]
+
+
+async def _log_only(
+    kind: str, message: str, *, level: str = "info", persist: bool = True, **data: Any
+) -> None:
+    if persist:
+        log.log(logging.getLevelName(level.upper()), message, extra={"event": kind})
+
+
+@dataclass
+class Runtime:
+    loaded: LoadedSettings
+    policy: PolicyHolder
+    store: Store
+    engine: DockerEngine
+    image: str
+    instance: str
+    emit: Emit = _log_only
+    guard: BudgetGuard = field(init=False)
+    _models: dict[str, MeteredModel] = field(default_factory=dict)
+    _providers: list[Provider] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.guard = BudgetGuard(self.store, lambda: self.policy.get().budget)
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.loaded.state_dir / "runs"
+
+    @property
+    def work_dir(self) -> Path:
+        """Scratch trees of candidates under evaluation (host side, never mounted rw)."""
+        return self.loaded.state_dir / "work"
+
+    def limits(self) -> Limits:
+        s = self.policy.get().sandbox
+        return Limits(
+            memory_mb=s.memory_mb, cpus=s.cpus, pids=s.pids, tmpfs_mb=s.tmpfs_mb,
+            wall_s=s.wall_s, output_kb=s.output_kb,
+        )  # fmt: skip
+
+    def labels(self, **extra: str) -> dict[str, str]:
+        return instance_labels(self.instance, **extra)
+
+    def model(self, ref: str) -> MeteredModel:
+        """The metered model for ``ref``, created once per runtime."""
+        model = self._models.get(ref)
+        if model is None:
+            provider = make_provider(ref, self.loaded, self.policy.get().retry)
+            self._providers.append(provider)
+            model = MeteredModel(provider, self.store, self.guard)
+            self._models[ref] = model
+        return model
+
+    def suite(self, spec: str | None = None) -> Suite:
+        return load_suite(spec or self.policy.get().suite.name, self.loaded.cache_dir)
+
+    def splits(self, spec: str | None = None) -> Splits:
+        p = self.policy.get().suite
+        return split(
+            self.suite(spec).task_ids(),
+            seed=p.split_seed,
+            dev_size=p.dev_size,
+            heldout_size=p.heldout_size,
+        )
+
+    def code_runner(self) -> DockerCodeRunner:
+        return DockerCodeRunner(
+            self.engine, self.image, self.limits(), self.labels(), temp_parent=self.runs_dir
+        )
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            for provider in self._providers:
+                await provider.aclose()
+        self._providers.clear()
+        self._models.clear()
+
+
+async def _image(engine: DockerEngine, loaded: LoadedSettings, emit: Emit) -> str:
+    if loaded.settings.image:
+        if not await engine.image_exists(loaded.settings.image):
+            raise SetupError(
+                f"sandbox image {loaded.settings.image} (setting 'image') does not exist; "
+                "build it or remove the setting to use the built-in recipe"
+            )
+        return loaded.settings.image
+    tag = image_tag()
+    if not await engine.image_exists(tag):
+        await emit("image.building", f"building sandbox image {tag} (about a minute, once)")
+        await ensure_image(engine, log=lambda line: log.info(line))
+    return tag
+
+
+@asynccontextmanager
+async def open_runtime(
+    loaded: LoadedSettings,
+    policy: PolicyHolder,
+    store: Store,
+    *,
+    instance: str,
+    emit: Emit = _log_only,
+) -> AsyncIterator[Runtime]:
+    try:
+        engine = await DockerEngine.connect()
+    except SandboxFailure as exc:
+        raise SandboxError(str(exc)) from None
+    try:
+        reaped = await engine.reap(instance)
+        stale_dirs = await remove_orphan_run_dirs(loaded.state_dir / "runs")
+        if reaped or stale_dirs:
+            await emit(
+                "sandbox.reaped",
+                f"removed {reaped} orphan container(s) and {stale_dirs} run dir(s) "
+                "left by an earlier run",
+                containers=reaped,
+                run_dirs=stale_dirs,
+            )
+        image = await _image(engine, loaded, emit)
+        rt = Runtime(loaded, policy, store, engine, image, instance, emit)
+        try:
+            yield rt
+        finally:
+            await rt.aclose()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await engine.reap(instance)
+            await engine.aclose()
