@@ -231,7 +231,8 @@ def _answer_fields(result: Any) -> dict[str, Any]:
         if not 0.0 <= confidence <= 1.0:
             raise ValueError(f"'confidence' must be between 0 and 1, got {confidence}")
     output = result["output"]
-    json.dumps(output)  # TypeError here names the unserialisable value
+    # Strict JSON: the error names the unserialisable value (a set, NaN, a cycle...).
+    json.dumps(output, allow_nan=False)
     return {"output": output, "claimed_success": claimed, "confidence": confidence}
 
 
@@ -247,7 +248,7 @@ def run_solve(task: dict[str, Any], ctx: Context, coverage: LineCoverage) -> dic
     coverage.stop()
     try:
         return _answer_fields(result)
-    except (TypeError, ValueError) as exc:
+    except Exception as exc:  # RecursionError from a deep output, a dict that lies, ...
         print(f"harnessd guest: invalid answer: {exc}", file=sys.stderr)
         return {"output": None, "claimed_success": False, "error": _describe(exc)}
 

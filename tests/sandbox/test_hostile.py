@@ -297,6 +297,19 @@ def solve(task, ctx):
     assert (await anyio.run_process(["true"])).returncode == 0
 
 
+async def test_thread_bomb_hits_the_pids_limit(sandbox: Sandbox) -> None:
+    harness = """
+import threading, time
+def solve(task, ctx):
+    started = 0
+    while True:
+        threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+        started += 1
+"""
+    run = await sandbox.run(harness)
+    assert_crash(run, "can't start new thread")
+
+
 async def test_memory_past_the_limit_is_oom(sandbox: Sandbox) -> None:
     harness = """
 def solve(task, ctx):
@@ -306,6 +319,13 @@ def solve(task, ctx):
 """
     run = await sandbox.run(harness)
     assert run.error == "oom", (run.error, run.outcome, run.submission)
+    assert run.outcome.exit_code not in (None, 0)
+
+
+async def test_an_allocation_that_fails_outright_is_oom_too(sandbox: Sandbox) -> None:
+    run = await sandbox.run("def solve(task, ctx):\n    return bytearray(1 << 46)\n")
+    assert run.error == "oom", (run.error, run.submission)
+    assert run.submission is not None and (run.submission.error or "").startswith("MemoryError")
 
 
 async def test_filling_the_tmpfs_fails_inside_only(sandbox: Sandbox) -> None:
@@ -455,10 +475,17 @@ async def test_oversized_or_unserialisable_answers_are_crashes(sandbox: Sandbox)
     big = "def solve(task, ctx):\n    return {'output': 'z' * (2 << 20), 'claimed_success': True}\n"
     weird = "def solve(task, ctx):\n    return {'output': {1, 2}, 'claimed_success': True}\n"
     not_dict = "def solve(task, ctx):\n    return 'just text'\n"
+    nan = "def solve(task, ctx):\n    return {'output': float('nan'), 'claimed_success': True}\n"
+    deep = (
+        "def solve(task, ctx):\n    x = []\n    for _ in range(100000):\n        x = [x]\n"
+        "    return {'output': x, 'claimed_success': True}\n"
+    )
     for harness, fragment in [
         (big, "over the gateway's"),
         (weird, "TypeError"),
         (not_dict, "must return a dict"),
+        (nan, "ValueError: Out of range float"),
+        (deep, "RecursionError"),
     ]:
         run = await sandbox.run(harness)
         assert_crash(run, fragment)
