@@ -155,3 +155,23 @@ def test_calls_outside_a_run_have_no_task_or_eval_budget(
     guard = _guard(store, policies, clock)
     assert guard.allowance(Charge("local:m", "judge")) == 5000
     assert guard.allowance(Charge("local:m", "solve", run_id="run-9")) == 10  # eval only
+
+
+def test_running_window_sums_see_every_writer_and_never_undercount(
+    store: Store, policies: Policies, clock: Clock
+) -> None:
+    policies.set(tokens_per_hour=1000, tokens_per_task=10**6)
+    guard = _guard(store, policies, clock)
+    assert guard.allowance(SOLVE) == 1000
+    # Written straight into the ledger (not through the guard): seen by the next check.
+    _spend(store, Charge("local:m", "judge"), 300, clock.now - HOUR + 5)
+    assert guard.allowance(SOLVE) == 700
+    # Once that row ages out, the running sum still counts it until the next full count
+    # (the call is capped a little early, never late)...
+    clock.now += 10
+    assert guard.allowance(SOLVE) == 700
+    # ...but a refusal is only ever made on an exact count.
+    _spend(store, Charge("local:m", "judge"), 800, clock.now)
+    assert guard.allowance(SOLVE) == 200
+    clock.now += 60
+    assert guard.allowance(SOLVE) == 200
