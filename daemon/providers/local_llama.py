@@ -22,6 +22,7 @@ A cancelled call stops at the next generated token.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -39,7 +40,7 @@ from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar, json_schema_to_gbnf
 
 from daemon import assets
-from daemon.errors import ProviderConfigError, ProviderError
+from daemon.errors import ProviderConfigError, ProviderError, SetupError
 from daemon.providers.base import ChatRequest, ChatResponse, Message, ToolCall, Usage
 from daemon.settings import LoadedSettings, LocalSettings
 
@@ -108,16 +109,30 @@ def normalise_schema(schema: Any) -> Any:
     return out
 
 
-def _convertible(schema: dict[str, Any], what: str, ref: str) -> dict[str, Any]:
-    """``schema`` if llama.cpp can turn it into a grammar, else any JSON object (logged)."""
+@functools.lru_cache(maxsize=512)
+def _gbnf(schema_json: str) -> str | Exception:
+    """llama.cpp's grammar for a JSON schema, or why it has none (cached: tasks repeat tools).
+
+    Key order matters: the grammar writes properties in the schema's order, and the model
+    does better with "name" before "arguments", so schemas are never re-sorted.
+    """
     try:
-        json_schema_to_gbnf(json.dumps(schema))
+        return str(json_schema_to_gbnf(schema_json))
     except Exception as exc:  # the converter signals with assertions and KeyErrors alike
-        log.warning(
-            "%s: %s cannot be turned into a grammar (%s); relaxed to any JSON object",
-            ref,
-            what,
-            exc,
+        return exc
+
+
+@functools.lru_cache(maxsize=512)
+def _warn_once(message: str) -> None:
+    log.warning("%s", message)
+
+
+def _convertible(schema: dict[str, Any], what: str, ref: str) -> dict[str, Any]:
+    """``schema`` if llama.cpp can turn it into a grammar, else any JSON object (logged once)."""
+    found = _gbnf(json.dumps(schema))
+    if isinstance(found, Exception):
+        _warn_once(
+            f"{ref}: {what} cannot be turned into a grammar ({found}); relaxed to any JSON object"
         )
         return {"type": "object"}
     return schema
@@ -156,11 +171,11 @@ def reply_schema(request: ChatRequest, ref: str) -> dict[str, Any] | None:
 def _grammar(schema: dict[str, Any] | None, ref: str) -> LlamaGrammar | None:
     if schema is None:
         return None
-    try:
-        return LlamaGrammar.from_string(json_schema_to_gbnf(json.dumps(schema)), verbose=False)
-    except Exception as exc:
-        log.warning("%s: reply grammar failed (%s); relaxed to any JSON object", ref, exc)
-        return LlamaGrammar.from_string(JSON_GBNF, verbose=False)
+    found = _gbnf(json.dumps(schema))
+    if isinstance(found, Exception):
+        _warn_once(f"{ref}: reply grammar failed ({found}); relaxed to any JSON object")
+        found = JSON_GBNF
+    return LlamaGrammar.from_string(found, verbose=False)
 
 
 def _tools_prompt(request: ChatRequest) -> str:
@@ -265,18 +280,26 @@ class LocalProvider:
         self._path = path
         self._settings = settings
         self._cfg = settings.settings.local
+        # Callers queue here, not in worker threads: a waiting call holds no thread and can
+        # be cancelled. (The model's own lock also serialises refs that share one file.)
+        self._turn = anyio.CapacityLimiter(1)
 
     def _model_path(self) -> Path:
         if self._path is not None:
             return self._path
-        return assets.embedded_model(self._settings.cache_dir)
+        try:
+            return assets.embedded_model(self._settings.cache_dir)
+        except SetupError as exc:
+            raise ProviderConfigError(f"{self.ref}: the embedded model is missing: {exc}") from None
 
     async def load(self) -> None:
         """Load the model now rather than on the first call (e.g. at daemon start)."""
-        await anyio.to_thread.run_sync(lambda: _open_model(self._model_path(), self._cfg))
+        await anyio.to_thread.run_sync(
+            lambda: _open_model(self._model_path(), self._cfg), limiter=self._turn
+        )
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
-        return await anyio.to_thread.run_sync(self._chat_blocking, request)
+        return await anyio.to_thread.run_sync(self._chat_blocking, request, limiter=self._turn)
 
     def _chat_blocking(self, request: ChatRequest) -> ChatResponse:
         model = _open_model(self._model_path(), self._cfg)
