@@ -26,7 +26,7 @@ from sandbox.engine import DockerEngine, translate
 from sandbox.errors import ContainerFailure, SandboxFailure
 from sandbox.labels import require_instance
 from sandbox.limits import Limits
-from sandbox.output import OutputTap, close_stream, pump_output
+from sandbox.output import OutputTap, close_stream, pump_output, raw_socket
 
 GUEST_USER = "65534:65534"
 HARNESS_MOUNT = "/harness"
@@ -275,6 +275,7 @@ async def supervise(engine: DockerEngine, container_id: str, limits: Limits) -> 
         stream=True,
         logs=False,
     )
+    sock = raw_socket(stream)
     failure: Exception | None = None
     try:
         async with anyio.create_task_group() as tg:
@@ -288,7 +289,7 @@ async def supervise(engine: DockerEngine, container_id: str, limits: Limits) -> 
                 failure = exc  # re-raised as itself below, not wrapped in a group
             tg.cancel_scope.cancel()
     finally:
-        close_stream(stream)
+        close_stream(stream, sock)
     if failure is not None:
         raise failure
     return _outcome(ending, tap)

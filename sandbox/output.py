@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 from collections.abc import Iterator
 from typing import Protocol
 
@@ -56,12 +57,27 @@ def _pump(stream: ClosableStream, tap: OutputTap) -> None:
         pass  # a broken stream just means the container is gone
 
 
-def close_stream(stream: ClosableStream) -> None:
+def raw_socket(stream: ClosableStream) -> socket.socket | None:
+    """The engine connection under an attach stream (read it before the stream is used)."""
+    response = getattr(stream, "_response", None)
+    try:
+        sock = response.raw._fp.fp.raw._sock  # type: ignore[union-attr]
+    except AttributeError:
+        return None
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def close_stream(stream: ClosableStream, sock: socket.socket | None = None) -> None:
     """Close an attach stream and its HTTP response, which holds the engine connection.
 
     ``CancellableStream.close()`` skips the socket once the response reads as ended, so a
-    stream that reached its end would leak the connection until garbage collection.
+    stream that reached its end would leak the connection until garbage collection, and a
+    reader thread still blocked in ``recv`` would never wake (and keep the process from
+    exiting). Shutting the socket down wakes that reader whatever the response thinks.
     """
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
     stream.close()
     response = getattr(stream, "_response", None)
     if response is not None:

@@ -1,0 +1,98 @@
+"""The proposals a scripted proposer makes in the end-to-end test, one per cycle."""
+
+from __future__ import annotations
+
+IMPROVE = """Rationale: say which mode we want, and only claim success when we produced calls.
+
+harness.py
+<<<<<<< SEARCH
+    state = State(task)
+=======
+    state = State(task)
+    state.messages.insert(0, {"role": "system", "content": "MODE:GOOD"})
+>>>>>>> REPLACE
+
+harness.py
+<<<<<<< SEARCH
+    return {"output": output, "claimed_success": output not in (None, ""), "confidence": None}
+=======
+    return {"output": output, "claimed_success": bool(output), "confidence": None}
+>>>>>>> REPLACE
+"""
+
+
+def _mode(token: str) -> str:
+    return f"""harness.py
+<<<<<<< SEARCH
+    state.messages.insert(0, {{"role": "system", "content": "MODE:GOOD"}})
+=======
+    state.messages.insert(0, {{"role": "system", "content": "MODE:{token}"}})
+>>>>>>> REPLACE
+"""
+
+
+REGRESS = "Rationale: a plainer system message.\n\n" + _mode("NONE")
+
+TOKEN_BLOWUP = (
+    "Rationale: better mode, and ask the model again a few times to be sure.\n\n"
+    + _mode("BETTER")
+    + """
+harness.py
+<<<<<<< SEARCH
+    run_loop(step, state)
+=======
+    run_loop(step, state)
+    for _ in range(6):
+        ctx.model.chat(state.messages[:2], max_tokens=200)
+>>>>>>> REPLACE
+"""
+)
+
+DEAD_CODE = (
+    "Rationale: better mode, plus a helper for later.\n\n"
+    + _mode("BETTER")
+    + """
+harness.py
+<<<<<<< SEARCH
+def solve(task, ctx):
+=======
+def normalise_calls(calls):
+    seen = []
+    for call in calls:
+        if call not in seen:
+            seen.append(call)
+    return seen
+
+
+def solve(task, ctx):
+>>>>>>> REPLACE
+"""
+)
+
+DISHONEST = (
+    "Rationale: better mode, and be confident.\n\n"
+    + _mode("BETTER")
+    + """
+harness.py
+<<<<<<< SEARCH
+    return {"output": output, "claimed_success": bool(output), "confidence": None}
+=======
+    return {"output": output, "claimed_success": True, "confidence": 1.0}
+>>>>>>> REPLACE
+"""
+)
+
+PANEL_SPLIT = "Rationale: a mode tuned for our primary model.\n\n" + _mode("BETTER2")
+
+UNPARSEABLE = "I looked at the harness and I think it is fine as it is. No changes needed!"
+
+ALL = [IMPROVE, REGRESS, TOKEN_BLOWUP, DEAD_CODE, DISHONEST, PANEL_SPLIT, UNPARSEABLE]
+
+
+def proposer_script(proposals: list[str]) -> str:
+    import json
+
+    out = ['mode = "sequence"', 'after_last = "repeat_last"', ""]
+    for text in proposals:
+        out += ["[[replies]]", f"content = {json.dumps(text)}", ""]
+    return "\n".join(out)

@@ -1,0 +1,112 @@
+"""A deterministic world for end-to-end loop tests, built on real BFCL tasks.
+
+Scripted solver models answer a task correctly only when the harness's system message
+carries a mode token whose task set includes that task; otherwise they make no call. So
+what a patch changes in the harness decides the measured accuracy, exactly and
+repeatably, while the verifier, splits, sandbox, gateway and ledger are all the real ones.
+
+Task sets by position in their split: ``GOOD`` = even positions (50 %), ``BETTER`` =
+positions not 3 mod 4 (75 %). Model A treats ``BETTER2`` like ``BETTER``; model B knows no
+``BETTER2`` (0 %), which makes a patch that helps one panel model and hurts the other.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from daemon.suites import load_suite
+from daemon.suites.splits import split
+
+SUITE = "bfcl:simple"
+SEED = "e2e"
+DEV, HELDOUT = 4, 24
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        items = ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items())
+        return "{ " + items + " }"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def _question(task_prompt: list[Any]) -> str:
+    return [m.content for m in task_prompt if m.role == "user"][-1] or ""
+
+
+def solver_script(cache_dir: Path, modes: dict[str, set[int]]) -> str:
+    """``modes``: token -> positions it makes correct (by position within its split)."""
+    suite = load_suite(SUITE, cache_dir)
+    splits = split(suite.task_ids(), seed=SEED, dev_size=DEV, heldout_size=HELDOUT)
+    lines = ['mode = "rules"', ""]
+    for ids in (splits.dev, splits.heldout):
+        for pos, task_id in enumerate(ids):
+            tokens = [t for t, positions in modes.items() if pos in positions]
+            if not tokens:
+                continue
+            question = _question(suite.task(task_id).prompt)
+            calls = suite.reference_output(task_id)
+            lines += [
+                "[[rules]]",
+                f"match = {json.dumps('^' + re.escape(question) + '$')}",
+                f"system = {json.dumps('MODE:(' + '|'.join(tokens) + ')$')}",
+                "tool_calls = "
+                + toml_value([{"name": c["name"], "arguments": c["arguments"]} for c in calls]),
+                "",
+            ]
+    lines += ["[[rules]]", 'content = "I do not know."', ""]
+    return "\n".join(lines)
+
+
+def positions(n: int, keep: Any) -> set[int]:
+    return {i for i in range(n) if keep(i)}
+
+
+def world(tmp: Path, cache_dir: Path) -> dict[str, Path]:
+    n = max(DEV, HELDOUT)
+    good = positions(n, lambda i: i % 2 == 0)
+    better = positions(n, lambda i: i % 4 != 3)
+    a = tmp / "solver_a.toml"
+    a.write_text(solver_script(cache_dir, {"GOOD": good, "BETTER": better, "BETTER2": better}))
+    b = tmp / "solver_b.toml"
+    b.write_text(solver_script(cache_dir, {"GOOD": good, "BETTER": better}))
+    return {"a": a, "b": b}
+
+
+def policy_text(a: Path, b: Path, proposer: Path, *, cycles: int) -> str:
+    return f"""
+[models]
+primary = "scripted:{a}"
+panel = ["scripted:{b}"]
+
+[proposer]
+model = "scripted:{proposer}"
+
+[suite]
+name = "{SUITE}"
+dev_size = {DEV}
+heldout_size = {HELDOUT}
+split_seed = "{SEED}"
+
+[sandbox]
+wall_s = 60.0
+concurrency = 3
+
+[pipeline]
+# Off here so the held-out gates, not the dev screen, judge the regression.
+dev_max_regression = 1.0
+
+[loop]
+cycle_pause_s = 0.0
+max_cycles = {cycles}
+"""
