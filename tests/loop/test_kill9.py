@@ -1,0 +1,107 @@
+"""``kill -9`` at random moments during improvement cycles, then restart, 20 times.
+
+After every restart: the lineage is consistent (``current`` names a complete accepted
+version, git and SQLite agree, nothing is left half-promoted or still "evaluating" from the
+killed run) and no container or per-run directory of the killed daemon survives.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import docker
+
+from sandbox.labels import INSTANCE, instance_id
+from tests.loop.patches import IMPROVE, proposer_script
+from tests.loop.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
+from tests.service.conftest import RunningDaemon, start_daemon
+
+ROUNDS = 20
+
+
+def _level(old: str, new: str) -> str:
+    if not old:
+        return IMPROVE.replace("MODE:GOOD", f"MODE:{new}")
+    line = '    state.messages.insert(0, {"role": "system", "content": "MODE:%s"})\n'
+    return (
+        f"Rationale: {new}.\n\nharness.py\n<<<<<<< SEARCH\n"
+        + line % old
+        + "=======\n"
+        + line % new
+        + ">>>>>>> REPLACE\n"
+    )
+
+
+def _check_consistent(daemon: RunningDaemon, harnesses: Path, killed_at: float) -> None:
+    with daemon.client() as c:
+        lineage = c.call("lineage", candidates=200)
+    db = sqlite3.connect(daemon.state_dir / "state.db")
+    pointer = db.execute(
+        "SELECT v.name FROM pointer p JOIN versions v ON v.id = p.version_id ORDER BY p.id DESC"
+    ).fetchone()[0]
+    assert lineage["current"] == pointer
+    current = harnesses / "current"
+    assert current.is_symlink() and current.resolve() == (harnesses / "versions" / pointer)
+    names = [r[0] for r in db.execute("SELECT name FROM versions ORDER BY id")]
+    on_disk = sorted(p.name for p in (harnesses / "versions").iterdir())
+    assert on_disk == names, (on_disk, names)
+    for name in names:
+        assert (harnesses / "versions" / name / "harness.py").is_file()
+    pointers = db.execute("SELECT COUNT(*) FROM pointer").fetchone()[0]
+    commits = subprocess.run(
+        ["git", "--git-dir", str(harnesses / ".git"), "rev-list", "--count", "HEAD"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert int(commits) == pointers
+    stale = db.execute(
+        "SELECT id FROM candidates WHERE state = 'evaluating' AND updated < ?", (killed_at,)
+    ).fetchall()
+    assert not stale, f"candidates left evaluating by the killed daemon: {stale}"
+
+
+def test_twenty_kill9_rounds(tmp_path: Path, asset_cache: Path) -> None:
+    n = max(DEV, HELDOUT)
+    levels = {"L1": lambda i: i % 4 == 0, "L2": lambda i: i % 2 == 0, "L3": lambda i: i % 4 != 3}
+    solver = tmp_path / "solver.toml"
+    solver.write_text(solver_script(asset_cache, {k: positions(n, f) for k, f in levels.items()}))
+    proposer = tmp_path / "proposer.toml"
+    script = proposer_script([_level("", "L1"), _level("L1", "L2"), _level("L2", "L3"), "junk"])
+    proposer.write_text(script.replace('after_last = "repeat_last"', 'after_last = "cycle"'))
+    policy = policy_text(solver, solver, proposer, cycles=0).replace(
+        f'panel = ["scripted:{solver}"]', "panel = []"
+    )
+    harnesses = tmp_path / "harnesses"
+    client = docker.from_env()
+    rng = random.Random(9)
+    daemon = start_daemon(tmp_path, asset_cache, policy)
+    instance = instance_id(daemon.state_dir)
+    try:
+        for _ in range(ROUNDS):
+            time.sleep(rng.uniform(0.5, 12.0))
+            os.kill(daemon.proc.pid, signal.SIGKILL)
+            daemon.proc.wait(30)
+            killed_at = time.time()
+            daemon = start_daemon(tmp_path, asset_cache, policy)
+            _check_consistent(daemon, harnesses, killed_at)
+            # One listing call: per-container lookups would race the new daemon's removals.
+            mine = client.api.containers(all=True, filters={"label": f"{INSTANCE}={instance}"})
+            survivors = [ct["Id"][:12] for ct in mine if ct["Created"] < killed_at - 1]
+            assert not survivors, survivors
+    finally:
+        code = daemon.stop()
+    assert code == 0
+    assert not client.api.containers(all=True, filters={"label": f"{INSTANCE}={instance}"})
+    assert not any((daemon.state_dir / "runs").iterdir())
+    events = (
+        sqlite3.connect(daemon.state_dir / "state.db")
+        .execute("SELECT COUNT(*) FROM events WHERE kind = 'daemon.started'")
+        .fetchone()[0]
+    )
+    assert events == ROUNDS + 1
+    client.close()
