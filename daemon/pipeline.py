@@ -105,12 +105,31 @@ class Pipeline:
             verdict = await self._evaluate(candidate_id, parent, tree, cand.patch)
             await self._conclude(candidate_id, tree, verdict)
             return verdict
+        except BaseException:
+            # Stopped mid-evaluation (daemon stop, engine gone): say so now rather than
+            # leaving it to the next start's reconcile.
+            with anyio.CancelScope(shield=True):
+                await self._interrupted(candidate_id)
+            raise
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(
                     lambda: shutil.rmtree(tree.parent, ignore_errors=True)
                 )
             self.activity("")
+
+    async def _interrupted(self, cid: int) -> None:
+        def mark() -> bool:
+            cand = self.lineage.candidate(cid)
+            if cand.state != "evaluating":
+                return False
+            self.lineage.set_candidate(cid, "interrupted", cand.stage)
+            return True
+
+        if await anyio.to_thread.run_sync(mark):
+            await self.rt.emit(
+                "candidate.interrupted", f"candidate c{cid} interrupted", candidate=cid
+            )
 
     async def _evaluate(self, cid: int, parent: Version, tree: Path, patch: str) -> Verdict:
         policy = self.rt.policy.get()

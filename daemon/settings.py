@@ -2,7 +2,8 @@
 
 Precedence, highest first: ``HARNESSD_*`` environment variables (nested keys with ``__``,
 e.g. ``HARNESSD_LOCAL__N_CTX=2048``), then the TOML file, then the defaults below.
-Relative paths resolve against the config file's folder, or the project root without one.
+Relative paths set in the file resolve against the file's folder; defaults (``policies/
+default.toml``, ``seeds/minimal``, ``harnesses``) against the project root.
 """
 
 from __future__ import annotations
@@ -99,13 +100,18 @@ class LoadedSettings(BaseModel):
     config_path: Path | None
     base_dir: Path
 
-    def resolve(self, path: Path) -> Path:
+    def resolve(self, path: Path, field: str | None = None) -> Path:
+        """A path from the settings: relative to the config file's folder when the file (or
+        the environment) set it, relative to the project root when it is a default."""
         path = path.expanduser()
-        return path if path.is_absolute() else (self.base_dir / path).resolve()
+        if path.is_absolute():
+            return path
+        explicit = field is None or field in self.settings.model_fields_set
+        return ((self.base_dir if explicit else PROJECT_ROOT) / path).resolve()
 
     @property
     def state_dir(self) -> Path:
-        return self.resolve(self.settings.state_dir)
+        return self.resolve(self.settings.state_dir, "state_dir")
 
     @property
     def cache_dir(self) -> Path:
@@ -114,15 +120,15 @@ class LoadedSettings(BaseModel):
 
     @property
     def policy_path(self) -> Path:
-        return self.resolve(self.settings.policy)
+        return self.resolve(self.settings.policy, "policy")
 
     @property
     def harnesses_dir(self) -> Path:
-        return self.resolve(self.settings.harnesses_dir)
+        return self.resolve(self.settings.harnesses_dir, "harnesses_dir")
 
     @property
     def seed_dir(self) -> Path:
-        return self.resolve(self.settings.seed)
+        return self.resolve(self.settings.seed, "seed")
 
 
 def find_config(explicit: Path | None) -> Path | None:

@@ -68,11 +68,14 @@ def test_policy_errors_name_file_and_key(tmp_path: Path, toml: str, expected: st
 
 def test_settings_file_and_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = tmp_path / "harnessd.toml"
-    cfg.write_text('state_dir = "state"\n[local]\nn_ctx = 2048\n')
+    cfg.write_text('state_dir = "state"\nseed = "my-seed"\n[local]\nn_ctx = 2048\n')
     loaded = load_settings(cfg)
+    # Set in the file: relative to the file. Left at the default: relative to the project.
     assert loaded.state_dir == tmp_path / "state"
+    assert loaded.seed_dir == tmp_path / "my-seed"
     assert loaded.settings.local.n_ctx == 2048
-    assert loaded.policy_path == tmp_path / "policies" / "default.toml"
+    assert loaded.policy_path == ROOT / "policies" / "default.toml"
+    assert loaded.harnesses_dir == ROOT / "harnesses"
     monkeypatch.setenv("HARNESSD_LOCAL__N_CTX", "1024")
     monkeypatch.setenv("HARNESSD_STATE_DIR", "/tmp/elsewhere")
     loaded = load_settings(cfg)

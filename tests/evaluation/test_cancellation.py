@@ -1,0 +1,95 @@
+"""Cancelling an evaluation mid-run leaves no container and no per-run directory behind:
+Ctrl-C on ``harnessd eval``, and SIGTERM to the daemon during a cycle."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import docker
+
+from sandbox.labels import INSTANCE, instance_id
+from tests.loop.patches import IMPROVE, proposer_script
+from tests.loop.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
+from tests.service.conftest import start_daemon
+
+SLOW = "import time\n\ndef solve(task, ctx):\n    time.sleep(120)\n    return {'output': []}\n"
+
+
+def _mine(client: docker.DockerClient, instance: str) -> list[str]:
+    return [
+        c["Id"]
+        for c in client.api.containers(all=True, filters={"label": f"{INSTANCE}={instance}"})
+    ]
+
+
+def _wait(predicate: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_ctrl_c_on_eval_removes_containers_and_run_dirs(tmp_path: Path, asset_cache: Path) -> None:
+    harness = tmp_path / "slow"
+    harness.mkdir()
+    (harness / "harness.py").write_text(SLOW)
+    (tmp_path / "m.toml").write_text('mode = "rules"\n[[rules]]\ncontent = "x"\n')
+    state = tmp_path / "state"
+    config = tmp_path / "harnessd.toml"
+    config.write_text(f'state_dir = "{state}"\ncache_dir = "{asset_cache}"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESSD_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "daemon.cli", "--config", str(config), "eval", str(harness),
+         "--suite", "bfcl:simple", "--split", "dev", "--limit", "4",
+         "--model", f"scripted:{tmp_path / 'm.toml'}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    client = docker.from_env()
+    instance = f"{instance_id(state)}-eval-{proc.pid}"
+    try:
+        _wait(lambda: len(_mine(client, instance)) >= 2, 120, "eval containers to start")
+        assert any((state / "runs").iterdir())
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert _mine(client, instance) == []
+    assert list((state / "runs").iterdir()) == []
+    client.close()
+
+
+def test_sigterm_during_a_cycle_leaves_nothing_behind(tmp_path: Path, asset_cache: Path) -> None:
+    n = max(DEV, HELDOUT)
+    solver = tmp_path / "solver.toml"
+    solver.write_text(solver_script(asset_cache, {"GOOD": positions(n, lambda i: i % 2 == 0)}))
+    proposer = tmp_path / "proposer.toml"
+    proposer.write_text(proposer_script([IMPROVE]))
+    policy = policy_text(solver, solver, proposer, cycles=1).replace(
+        f'panel = ["scripted:{solver}"]', "panel = []"
+    )
+    daemon = start_daemon(tmp_path, asset_cache, policy)
+    client = docker.from_env()
+    instance = instance_id(daemon.state_dir)
+    try:
+        _wait(lambda: len(_mine(client, instance)) >= 1, 120, "a task container")
+    finally:
+        code = daemon.stop()
+    assert code == 0
+    assert _mine(client, instance) == []
+    assert list((daemon.state_dir / "runs").iterdir()) == []
+    client.close()
+    db = sqlite3.connect(daemon.state_dir / "state.db")
+    states = {r[0] for r in db.execute("SELECT state FROM candidates")}
+    assert "evaluating" not in states
+    running = db.execute("SELECT COUNT(*) FROM evaluations WHERE state = 'running'").fetchone()
+    assert running[0] == 0
