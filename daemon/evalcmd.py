@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from daemon.evaluator import Subject, evaluate
 from daemon.policy import check_model_ref, load_policy
 from daemon.reload import PolicyHolder
 from daemon.report import EvalReport, TaskResult
-from daemon.runtime import open_runtime
+from daemon.runtime import eval_instance, open_runtime
 from daemon.settings import LoadedSettings, load_settings
 from daemon.statedir import prepare_state_dir
 from daemon.store import Store
@@ -71,7 +70,7 @@ async def _evaluate(
 
     state = prepare_state_dir(loaded.state_dir)
     store = Store(state / "state.db")
-    instance = f"{instance_id(state)}-eval-{os.getpid()}"
+    instance = eval_instance(instance_id(state))
     try:
         async with open_runtime(loaded, holder, store, instance=instance) as rt:
             splits = rt.splits()

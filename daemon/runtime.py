@@ -8,6 +8,7 @@ behind (containers labelled with this state dir's instance id, per-run directori
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -132,6 +133,40 @@ async def _image(engine: DockerEngine, loaded: LoadedSettings, emit: Emit) -> st
     return tag
 
 
+EVAL_SUFFIX = "-eval-"
+
+
+def eval_instance(instance: str) -> str:
+    """The label of a standalone ``harnessd eval``: its own, so a daemon on the same state dir
+    never kills its containers, and its pid, so a killed one can be recognised and reaped."""
+    return f"{instance}{EVAL_SUFFIX}{os.getpid()}"
+
+
+def _dead(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+async def _reap(engine: DockerEngine, instance: str) -> int:
+    """This instance's containers, and those of standalone evals of the same state dir
+    whose process is gone (``kill -9``): everything a crash here can have left."""
+    base = instance.split(EVAL_SUFFIX)[0]
+    stale = [instance]
+    for other in await engine.instances():
+        head, sep, pid = other.partition(EVAL_SUFFIX)
+        if sep and head == base and pid.isdigit() and other != instance and _dead(int(pid)):
+            stale.append(other)
+    total = 0
+    for name in stale:
+        total += await engine.reap(name)
+    return total
+
+
 @asynccontextmanager
 async def open_runtime(
     loaded: LoadedSettings,
@@ -146,7 +181,7 @@ async def open_runtime(
     except SandboxFailure as exc:
         raise SandboxError(str(exc)) from None
     try:
-        reaped = await engine.reap(instance)
+        reaped = await _reap(engine, instance)
         stale_dirs = await remove_orphan_run_dirs(loaded.state_dir / "runs")
         if reaped or stale_dirs:
             await emit(

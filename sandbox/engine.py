@@ -149,6 +149,13 @@ class DockerEngine:
 
         await self.call(f"removing container {container_id[:12]}", remove)
 
+    async def instances(self) -> set[str]:
+        """The instance labels of every container harnessd started on this engine."""
+        found = await self.call(
+            "listing containers", self.api.containers, all=True, filters={"label": INSTANCE}
+        )
+        return {str(c["Labels"][INSTANCE]) for c in found if INSTANCE in (c.get("Labels") or {})}
+
     async def reap(self, instance: str) -> int:
         """Kill and remove every container labelled with this instance; return how many."""
         found = await self.call(

@@ -37,9 +37,9 @@ def _wait(predicate: object, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_ctrl_c_on_eval_removes_containers_and_run_dirs(tmp_path: Path, asset_cache: Path) -> None:
+def _slow_eval(tmp_path: Path, asset_cache: Path) -> tuple[subprocess.Popen[bytes], Path]:
     harness = tmp_path / "slow"
-    harness.mkdir()
+    harness.mkdir(exist_ok=True)
     (harness / "harness.py").write_text(SLOW)
     (tmp_path / "m.toml").write_text('mode = "rules"\n[[rules]]\ncontent = "x"\n')
     state = tmp_path / "state"
@@ -52,6 +52,11 @@ def test_ctrl_c_on_eval_removes_containers_and_run_dirs(tmp_path: Path, asset_ca
          "--model", f"scripted:{tmp_path / 'm.toml'}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
     )  # fmt: skip
+    return proc, state
+
+
+def test_ctrl_c_on_eval_removes_containers_and_run_dirs(tmp_path: Path, asset_cache: Path) -> None:
+    proc, state = _slow_eval(tmp_path, asset_cache)
     client = docker.from_env()
     instance = f"{instance_id(state)}-eval-{proc.pid}"
     try:
@@ -93,3 +98,27 @@ def test_sigterm_during_a_cycle_leaves_nothing_behind(tmp_path: Path, asset_cach
     assert "evaluating" not in states
     running = db.execute("SELECT COUNT(*) FROM evaluations WHERE state = 'running'").fetchone()
     assert running[0] == 0
+
+
+def test_containers_of_a_killed_eval_are_reaped_by_the_next_one(
+    tmp_path: Path, asset_cache: Path
+) -> None:
+    client = docker.from_env()
+    proc, state = _slow_eval(tmp_path, asset_cache)
+    orphan = f"{instance_id(state)}-eval-{proc.pid}"
+    try:
+        _wait(lambda: len(_mine(client, orphan)) >= 2, 120, "eval containers to start")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        assert _mine(client, orphan)  # kill -9: nothing could clean up
+        second, _ = _slow_eval(tmp_path, asset_cache)
+        try:
+            _wait(lambda: not _mine(client, orphan), 120, "the orphans to be reaped")
+        finally:
+            second.send_signal(signal.SIGINT)
+            second.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert _mine(client, f"{instance_id(state)}-eval-{second.pid}") == []
+    client.close()
