@@ -122,6 +122,7 @@ class ControlApi:
         return {
             "paused": self.d.control.paused,
             "activity": self.d.control.activity,
+            "progress": list(self.rt.progress.values()),
             "cycles": self.d.control.cycles,
             "queued": list(self.d.control.queue),
             "live": {

@@ -57,7 +57,9 @@ def _status(r: dict[str, Any], c: Console) -> None:
                 )  # fmt: skip
             c.print(t)
     activity = r.get("activity")
-    c.print(f"activity: {activity or 'idle'}")
+    c.print(f"activity: {_escape(activity or 'idle')}")
+    for p in r.get("progress") or []:
+        c.print(f"  {_escape(p['label'])}: {p['done']}/{p['total']} tasks")
     c.print(f"loop: {'[yellow]paused[/]' if r.get('paused') else 'running'}")
     budgets = r.get("budgets") or []
     if budgets:

@@ -222,6 +222,7 @@ async def evaluate(
         if run.submission is not None:
             for name, lines in run.submission.coverage.items():
                 executed.setdefault(name, set()).update(lines)
+        rt.progress[run_id] = {"label": label, "done": len(results), "total": total}
         if on_result is not None:
             on_result(result, len(results), total)
         await rt.emit(
@@ -231,6 +232,7 @@ async def evaluate(
         if stop_when is not None and stop_when(list(results.values())):
             scope.cancel()
 
+    rt.progress[run_id] = {"label": label, "done": 0, "total": total}
     try:
         async with anyio.create_task_group() as tg:
             for task_id in task_ids:
@@ -239,6 +241,8 @@ async def evaluate(
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(_record_end, rt, run_id, "interrupted", None)
         raise
+    finally:
+        rt.progress.pop(run_id, None)
     ordered = [results[t] for t in task_ids if t in results]
     sources = await anyio.to_thread.run_sync(read_sources, subject.harness_dir)
     summary = await anyio.to_thread.run_sync(coverage_summary, sources, executed)

@@ -59,6 +59,8 @@ class Runtime:
     emit: Emit = _log_only
     guard: BudgetGuard = field(init=False)
     _models: dict[str, MeteredModel] = field(default_factory=dict)
+    # Evaluations under way: run id -> {"label", "done", "total"} (for status).
+    progress: dict[str, dict[str, Any]] = field(default_factory=dict)
     _providers: list[Provider] = field(default_factory=list)
 
     def __post_init__(self) -> None:

@@ -39,14 +39,17 @@ class RunningDaemon:
         return self.proc.wait(timeout=timeout)
 
 
-def start_daemon(tmp_path: Path, asset_cache: Path, policy_text: str = "") -> RunningDaemon:
+def start_daemon(
+    tmp_path: Path, asset_cache: Path, policy_text: str = "", *, seed: Path | None = None
+) -> RunningDaemon:
     state = tmp_path / "state"
     policy = tmp_path / "policy.toml"
     policy.write_text(policy_text or "[loop]\nenabled = false\n")
     config = tmp_path / "harnessd.toml"
+    seed = seed or ROOT / "seeds" / "minimal"
     config.write_text(
         f'state_dir = "{state}"\ncache_dir = "{asset_cache}"\npolicy = "{policy}"\n'
-        f'harnesses_dir = "{tmp_path / "harnesses"}"\nseed = "{ROOT / "seeds" / "minimal"}"\n'
+        f'harnesses_dir = "{tmp_path / "harnesses"}"\nseed = "{seed}"\n'
         'log_format = "json"\n'
     )
     log = tmp_path / "daemon.log"
