@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from daemon.errors import HarnessdError, SetupError
+from daemon.errors import HarnessdError
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -62,23 +62,19 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 def _cmd_image_build(args: argparse.Namespace) -> int:
     import anyio
 
+    from daemon.runtime import resolve_image
     from daemon.settings import load_settings
     from sandbox.engine import DockerEngine
-    from sandbox.image import ensure_image
 
     loaded = load_settings(args.config)
 
+    async def say(kind: str, message: str, **data: object) -> None:
+        print(message, file=sys.stderr)
+
     async def build() -> str:
         async with DockerEngine.connected() as engine:
-            if loaded.settings.image:
-                if not await engine.image_exists(loaded.settings.image):
-                    raise SetupError(
-                        f"image {loaded.settings.image} (setting 'image') does not exist; "
-                        "build it, or remove the setting to use the built-in recipe"
-                    )
-                return loaded.settings.image
-            return await ensure_image(
-                engine, log=lambda line: print(line, file=sys.stderr), route=args.route
+            return await resolve_image(
+                engine, loaded, say, route=args.route, build_log=lambda s: print(s, file=sys.stderr)
             )
 
     print(anyio.run(build))

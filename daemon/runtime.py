@@ -31,7 +31,7 @@ from daemon.suites.coderunner import DockerCodeRunner
 from daemon.suites.splits import Splits, split
 from sandbox.engine import DockerEngine
 from sandbox.errors import SandboxFailure
-from sandbox.image import ensure_image, image_tag
+from sandbox.image import Route, ensure_image, image_tag
 from sandbox.labels import instance_labels
 from sandbox.limits import Limits
 from sandbox.rundir import remove_orphan_run_dirs
@@ -120,7 +120,15 @@ class Runtime:
         self._models.clear()
 
 
-async def _image(engine: DockerEngine, loaded: LoadedSettings, emit: Emit) -> str:
+async def resolve_image(
+    engine: DockerEngine,
+    loaded: LoadedSettings,
+    emit: Emit,
+    route: Route = "auto",
+    build_log: Callable[[str], None] = log.info,
+) -> str:
+    """The sandbox image to use: the ``image`` setting if given (it must exist), else the
+    built-in recipe's tag, built first if missing."""
     if loaded.settings.image:
         if not await engine.image_exists(loaded.settings.image):
             raise SetupError(
@@ -131,7 +139,7 @@ async def _image(engine: DockerEngine, loaded: LoadedSettings, emit: Emit) -> st
     tag = image_tag()
     if not await engine.image_exists(tag):
         await emit("image.building", f"building sandbox image {tag} (about a minute, once)")
-        await ensure_image(engine, log=lambda line: log.info(line))
+        await ensure_image(engine, log=build_log, route=route)
     return tag
 
 
@@ -193,7 +201,7 @@ async def open_runtime(
                 containers=reaped,
                 run_dirs=stale_dirs,
             )
-        image = await _image(engine, loaded, emit)
+        image = await resolve_image(engine, loaded, emit)
         rt = Runtime(loaded, policy, store, engine, image, instance, emit)
         try:
             yield rt

@@ -23,18 +23,18 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import anyio
 import anyio.to_thread
 
 from daemon.budget import BudgetGuard
-from daemon.gateway import NoSuchTool, serve_gateway
+from daemon.evaluator import SolveHandler
+from daemon.gateway import serve_gateway
 from daemon.ledger import Charge
 from daemon.metering import MeteredModel
 from daemon.policy import BudgetPolicy, RetryPolicy
 from daemon.providers import make_provider
-from daemon.providers.base import ChatRequest, ChatResponse, Message, Provider, ToolSpec
+from daemon.providers.base import ChatRequest, Message, Provider, ToolSpec
 from daemon.settings import LoadedSettings, Settings
 from daemon.store import Store
 from daemon.tasks import Task
@@ -72,22 +72,6 @@ def _guest_module() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-class _Handler:
-    """The gateway's handler, as the evaluator's: every call metered to one task."""
-
-    def __init__(self, model: MeteredModel, charge: Charge) -> None:
-        self._model, self._charge = model, charge
-
-    async def chat(self, request: ChatRequest) -> ChatResponse:
-        return await self._model.chat(request, self._charge)
-
-    async def tool_call(self, name: str, arguments: dict[str, Any]) -> Any:
-        raise NoSuchTool(name)
-
-    async def tokens_left(self) -> int:
-        return await self._model.tokens_left(self._charge)
 
 
 def _client_calls(guest: ModuleType, socket_path: Path, calls: int) -> list[float]:
@@ -138,7 +122,7 @@ async def bench(rounds: int, calls: int) -> dict[str, list[float]]:
                 results["direct"] += await _timed(lambda: provider.chat(REQUEST), calls)
                 results["metered"] += await _timed(lambda: model.chat(REQUEST, charge), calls)
                 sock = base / "gw.sock"
-                async with serve_gateway(sock, task, _Handler(model, charge)):
+                async with serve_gateway(sock, task, SolveHandler(model, charge)):
                     results["gateway"] += await anyio.to_thread.run_sync(
                         _client_calls, guest, sock, calls
                     )

@@ -22,12 +22,13 @@ from metering_helpers import Clock, Policies, write_script
 
 from daemon import ledger, secrets
 from daemon.budget import BudgetGuard
-from daemon.gateway import NoSuchTool, serve_gateway
+from daemon.evaluator import SolveHandler
+from daemon.gateway import serve_gateway
 from daemon.ledger import Charge
 from daemon.metering import MeteredModel
 from daemon.policy import RetryPolicy
 from daemon.providers import make_provider
-from daemon.providers.base import ChatRequest, ChatResponse, Message
+from daemon.providers.base import Message
 from daemon.settings import LoadedSettings, OpenAISettings, Settings
 from daemon.store import Store
 from daemon.tasks import Task
@@ -63,20 +64,6 @@ def socket_path() -> Iterator[Path]:
     # Unix socket paths are short (107 bytes); pytest's tmp_path can be longer.
     with tempfile.TemporaryDirectory(prefix="hd-meter-", dir="/tmp") as folder:
         yield Path(folder) / "gw.sock"
-
-
-class _Handler:
-    def __init__(self, model: MeteredModel, charge: Charge) -> None:
-        self.model, self.charge = model, charge
-
-    async def chat(self, request: ChatRequest) -> ChatResponse:
-        return await self.model.chat(request, self.charge)
-
-    async def tool_call(self, name: str, arguments: dict[str, Any]) -> Any:
-        raise NoSuchTool(name)
-
-    async def tokens_left(self) -> int:
-        return await self.model.tokens_left(self.charge)
 
 
 def _settings(tmp_path: Path, **kw: Any) -> LoadedSettings:
@@ -121,7 +108,7 @@ async def test_token_totals_are_what_the_provider_returned(
     socket_path: Path,
 ) -> None:
     model, charge = _model(tmp_path, store, BudgetGuard(store, policies, clock=clock))
-    async with serve_gateway(socket_path, TASK, _Handler(model, charge)) as record:
+    async with serve_gateway(socket_path, TASK, SolveHandler(model, charge)) as record:
         seen = await anyio.to_thread.run_sync(_harness, guest, socket_path, 5)
     usage = [r["usage"] for r in seen["replies"]]
     spent = ledger.spent_by_task(store, "run-1", "t1")
@@ -141,7 +128,7 @@ async def test_an_endless_loop_ends_with_budget_within_one_call(
     budget = 2000
     policies.set(tokens_per_task=budget)
     model, charge = _model(tmp_path, store, BudgetGuard(store, policies, clock=clock))
-    async with serve_gateway(socket_path, TASK, _Handler(model, charge)) as record:
+    async with serve_gateway(socket_path, TASK, SolveHandler(model, charge)) as record:
         seen = await anyio.to_thread.run_sync(_harness, guest, socket_path, None)
     assert seen["refused"] and "'task'" in seen["refused"]
     assert record.budget_refused
@@ -183,7 +170,7 @@ async def test_a_provider_error_reaching_the_container_carries_no_key(
                 gateway._sock.close()
 
         try:
-            async with serve_gateway(socket_path, TASK, _Handler(model, charge)) as record:
+            async with serve_gateway(socket_path, TASK, SolveHandler(model, charge)) as record:
                 seen_by_guest = await anyio.to_thread.run_sync(harness)
         finally:
             await provider.aclose()
