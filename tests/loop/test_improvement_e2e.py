@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.loop import patches
 from tests.loop.scripted_world import policy_text, world
 from tests.service.conftest import start_daemon
@@ -41,6 +43,7 @@ def _gate(verdict: dict[str, Any], name: str) -> dict[str, Any]:
     return next(g for g in verdict["gates"] if g["gate"] == name)
 
 
+@pytest.mark.timeout(1200)  # long by design; the default is 300 s per test
 def test_only_the_real_improvement_is_promoted(tmp_path: Path, asset_cache: Path) -> None:
     solvers = world(tmp_path, asset_cache)
     proposer = tmp_path / "proposer.toml"

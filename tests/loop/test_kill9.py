@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import docker
+import pytest
 
 from sandbox.labels import INSTANCE, instance_id
 from tests.loop.patches import IMPROVE, proposer_script
@@ -65,6 +66,7 @@ def _check_consistent(daemon: RunningDaemon, harnesses: Path, killed_at: float) 
     assert not stale, f"candidates left evaluating by the killed daemon: {stale}"
 
 
+@pytest.mark.timeout(1200)  # long by design; the default is 300 s per test
 def test_twenty_kill9_rounds(tmp_path: Path, asset_cache: Path) -> None:
     n = max(DEV, HELDOUT)
     levels = {"L1": lambda i: i % 4 == 0, "L2": lambda i: i % 2 == 0, "L3": lambda i: i % 4 != 3}

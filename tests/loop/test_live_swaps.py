@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.loop.patches import proposer_script
 from tests.loop.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
 from tests.service.conftest import RunningDaemon, start_daemon
@@ -58,6 +60,7 @@ def _lineage(daemon: RunningDaemon) -> dict[str, Any]:
         return result
 
 
+@pytest.mark.timeout(1200)  # long by design; the default is 300 s per test
 def test_fifty_asks_across_three_promotions_and_a_rollback(
     tmp_path: Path, asset_cache: Path
 ) -> None:
