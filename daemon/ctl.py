@@ -143,10 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     policy = sub.add_parser("policy", help="show or check policies").add_subparsers(
         dest="policy_verb", required=True, metavar="SUBVERB"
     )
-    for name, fn, help_ in (("show", policy_show, "the policy in force"),):
-        p = policy.add_parser(name, help=help_)
-        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
-        p.set_defaults(fn=fn, view="policy_show")
+    p = policy.add_parser("show", help="the policy in force")
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    p.set_defaults(fn=policy_show, view="policy_show")
     p = policy.add_parser("check", help="validate a policy file against the daemon")
     p.add_argument("file")
     p.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
