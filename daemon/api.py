@@ -15,7 +15,7 @@ import anyio
 
 from daemon import candidates
 from daemon.control import ControlError
-from daemon.errors import ConfigError, LineageError
+from daemon.errors import ConfigError, LineageError, UnknownRef
 from daemon.lineage import Version
 from daemon.patches import AppliedPatch
 from daemon.policy import parse_policy
@@ -65,9 +65,10 @@ class ControlApi:
             raise ControlError(ErrorCode.UNKNOWN_VERB, f"'{verb}' is not served by this daemon")
         try:
             return await method(args)
+        except UnknownRef as exc:
+            raise ControlError(ErrorCode.NOT_FOUND, str(exc)) from None
         except LineageError as exc:
-            code = ErrorCode.NOT_FOUND if "no version" in str(exc) else ErrorCode.CONFLICT
-            raise ControlError(code, str(exc)) from None
+            raise ControlError(ErrorCode.CONFLICT, str(exc)) from None
 
     @property
     def rt(self) -> Runtime:

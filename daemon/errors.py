@@ -62,7 +62,11 @@ class SandboxError(HarnessdError):
 
 
 class LineageError(HarnessdError):
-    """A lineage operation is impossible (unknown version, rollback to a rejected candidate)."""
+    """A lineage operation is impossible (e.g. rollback to the version already live)."""
+
+
+class UnknownRef(LineageError):
+    """No version or candidate answers to the name, id or commit given."""
 
 
 class DaemonNotRunning(HarnessdError):

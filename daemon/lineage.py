@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from daemon.errors import LineageError
+from daemon.errors import LineageError, UnknownRef
 from daemon.lineage_candidates import (
     counts_by_parent,
     insert_candidate,
@@ -140,7 +140,7 @@ class Lineage:
             found = self._by_commit(text)
             if found is not None:
                 return found
-        raise LineageError(
+        raise UnknownRef(
             f"no accepted version '{ref}': use a name (v0003), a version id or a git commit "
             "prefix; 'harnessctl lineage' lists them"
         )

@@ -11,7 +11,7 @@ import json
 import time
 from typing import Any
 
-from daemon.errors import LineageError
+from daemon.errors import LineageError, UnknownRef
 from daemon.lineage_records import CANDIDATE_STATES, FINAL_STATES, Candidate, CandidateState
 from daemon.store import Store
 
@@ -92,7 +92,7 @@ def update_candidate(
 def load_candidate(store: Store, candidate_id: int) -> Candidate:
     row = store.query_one("SELECT * FROM candidates WHERE id = ?", (candidate_id,))
     if row is None:
-        raise LineageError(f"no candidate {candidate_id} in the lineage")
+        raise UnknownRef(f"no candidate c{candidate_id} in the lineage ('harnessctl lineage')")
     return Candidate.from_row(row)
 
 
