@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from lineage_helpers import assert_consistent, make_candidate
 
-from daemon.errors import LineageError
+from daemon.errors import LineageError, UnknownRef
 from daemon.lineage import Lineage
 from daemon.lineage_fs import tree_hash
 from daemon.lineage_git import GitHistory
@@ -102,7 +102,7 @@ def test_promote_refuses_stale_final_and_unknown_candidates(
     lineage.set_candidate(stale, "rejected", "heldout", {"summary": "accuracy fell"})
     with pytest.raises(LineageError, match="already rejected"):
         lineage.promote(stale, stale_tree, VERDICT)
-    with pytest.raises(LineageError, match="no candidate 99"):
+    with pytest.raises(UnknownRef, match="no candidate c99"):
         lineage.promote(99, stale_tree, VERDICT)
     assert [v.name for v in lineage.versions()] == ["v0001", "v0002"]
 
