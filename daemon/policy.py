@@ -141,6 +141,8 @@ class RetryPolicy(_Closed):
 
 
 class Policy(_Closed):
+    """The whole policy; every table optional."""
+
     models: ModelsPolicy = ModelsPolicy()
     proposer: ProposerPolicy = ProposerPolicy()
     suite: SuitePolicy = SuitePolicy()
@@ -151,6 +153,10 @@ class Policy(_Closed):
     pipeline: PipelinePolicy = PipelinePolicy()
     loop: LoopPolicy = LoopPolicy()
     retry: RetryPolicy = RetryPolicy()
+
+    def model_refs(self) -> list[str]:
+        """Every model the policy names: solvers (primary first, then panel) and proposer."""
+        return [*self.models.all(), self.proposer.model]
 
 
 GateName = Literal["accuracy", "panel", "tokens", "honesty", "dead_code"]

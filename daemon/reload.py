@@ -27,18 +27,19 @@ class PolicyHolder:
 
     path: Path
     current: Policy
-    listeners: list[Callable[[Policy], None]] = field(default_factory=list)
+    # Checks beyond the file's own validity (e.g. that every model it names can be made);
+    # each raises ConfigError to refuse the new policy.
+    checks: list[Callable[[Policy], Awaitable[None]]] = field(default_factory=list)
 
     def get(self) -> Policy:
         return self.current
 
-    def reload(self) -> Policy:
+    async def reload(self) -> Policy:
         """Validate the file and apply it; raises ConfigError and keeps the old one if invalid."""
-        new = load_policy(self.path)
-        if new != self.current:
-            self.current = new
-            for listener in self.listeners:
-                listener(new)
+        new = await anyio.to_thread.run_sync(load_policy, self.path)
+        for check in self.checks:
+            await check(new)
+        self.current = new
         return new
 
 

@@ -24,8 +24,9 @@ from daemon.events import EventBus
 from daemon.lineage import Lineage
 from daemon.live import LiveHarness
 from daemon.loop import ImprovementLoop, LoopControl
-from daemon.policy import load_policy
+from daemon.policy import Policy, load_policy
 from daemon.protocol import SOCKET_NAME
+from daemon.providers import check_models
 from daemon.reload import PolicyHolder, watch_files
 from daemon.runtime import Runtime, open_runtime
 from daemon.secrets import redact, register_configured_secrets
@@ -75,7 +76,7 @@ class Daemon:
 
     async def reload_policy(self) -> None:
         try:
-            await anyio.to_thread.run_sync(self.policy.reload)
+            await self.policy.reload()
         except ConfigError as exc:
             await self.bus.emit(
                 "policy.invalid",
@@ -182,7 +183,13 @@ async def serve(loaded: LoadedSettings) -> None:
     state_dir = prepare_state_dir(loaded.state_dir)
     register_configured_secrets(loaded)
     with hold_lock(state_dir):
-        holder = PolicyHolder(loaded.policy_path, load_policy(loaded.policy_path))
+        policy = load_policy(loaded.policy_path)
+
+        async def models_can_be_made(p: Policy) -> None:
+            await check_models(p.model_refs(), loaded, p.retry)
+
+        await models_can_be_made(policy)
+        holder = PolicyHolder(loaded.policy_path, policy, [models_can_be_made])
         store = Store(state_dir / "state.db")
         try:
             await Daemon(loaded, holder, store, EventBus(store, redact)).run()

@@ -82,3 +82,11 @@ def make_provider(ref: str, settings: LoadedSettings, retry: RetryPolicy) -> Pro
             f"against {settings.base_dir})"
         )
     return ScriptedProvider(ref, path)
+
+
+async def check_models(refs: list[str], settings: LoadedSettings, retry: RetryPolicy) -> None:
+    """Make (and close) each model's provider, so a missing key, file or unknown provider
+    stops start-up or a policy reload with its message, not a cycle hours later."""
+    for ref in dict.fromkeys(refs):
+        provider = make_provider(ref, settings, retry)
+        await provider.aclose()

@@ -1,0 +1,79 @@
+"""Models the policy names must exist before anything starts or a reload applies; a spent
+token window pauses the loop and says so."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.loop.patches import proposer_script
+from tests.loop.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
+from tests.loop.test_kill9 import _level
+from tests.service.conftest import start_daemon
+from tests.service.test_policy_reload import _collect, _wait_for
+
+
+def test_a_model_without_its_key_stops_start_up(tmp_path: Path, asset_cache: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[proposer]\nmodel = "anthropic:claude-sonnet-4-5"\n')
+    config = tmp_path / "harnessd.toml"
+    config.write_text(
+        f'state_dir = "{tmp_path / "state"}"\ncache_dir = "{asset_cache}"\npolicy = "{policy}"\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("API_KEY")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "--config", str(config), "serve"],
+        capture_output=True, text=True, timeout=120, env=env, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1
+    assert "anthropic:claude-sonnet-4-5" in proc.stderr and "ANTHROPIC_API_KEY" in proc.stderr
+    assert not (tmp_path / "state" / "control.sock").exists()
+
+
+def test_a_reload_naming_a_missing_model_file_is_refused(tmp_path: Path, asset_cache: Path) -> None:
+    daemon = start_daemon(tmp_path, asset_cache)
+    try:
+        events = _collect(daemon)
+        daemon.policy.write_text(
+            f'[loop]\nenabled = false\n[models]\nprimary = "scripted:{tmp_path}/nope.toml"\n'
+        )
+        bad = _wait_for(events, "policy.invalid")
+        assert "nope.toml" in bad["message"] and "does not exist" in bad["message"]
+        with daemon.client() as c:
+            assert c.call("policy_show")["policy"]["models"]["primary"] == "local:smollm2-135m"
+    finally:
+        daemon.stop()
+
+
+def test_a_spent_hourly_budget_pauses_the_loop_with_an_event(
+    tmp_path: Path, asset_cache: Path
+) -> None:
+    n = max(DEV, HELDOUT)
+    solver = tmp_path / "solver.toml"
+    solver.write_text(solver_script(asset_cache, {"L1": positions(n, lambda i: i % 4 == 0)}))
+    proposer = tmp_path / "proposer.toml"
+    proposer.write_text(proposer_script([_level("", "L1")]))
+    policy = (
+        policy_text(solver, solver, proposer, cycles=0).replace(
+            f'panel = ["scripted:{solver}"]', "panel = []"
+        )
+        + "\n[budget]\ntokens_per_hour = 3000\n"
+    )
+    daemon = start_daemon(tmp_path, asset_cache, policy)
+    try:
+        events = _collect(daemon)
+        paused = _wait_for(events, "budget.paused", timeout=300)
+        assert "hour" in paused["message"] and "3000" in paused["message"]
+        time.sleep(2)
+        with daemon.client() as c:
+            status = c.call("status")
+        hour = next(b for b in status["budgets"] if b["scope"] == "hour")
+        assert hour["spent"] >= 3000 and hour["left"] == 0 and hour["reopens_at"]
+        # Within one call's worth of the limit: refused once spent, never run far past it.
+        assert hour["spent"] < 3000 + 1500
+    finally:
+        daemon.stop()
