@@ -61,3 +61,23 @@ def test_invalid_edit_keeps_old_policy_and_valid_edit_applies(
     _wait_for(events, "policy.applied")
     with running_daemon.client() as c:
         assert c.call("policy_show")["policy"]["sandbox"]["memory_mb"] == 256
+
+
+def test_sighup_rereads_config_and_policy(running_daemon: RunningDaemon) -> None:
+    import signal
+
+    events = _collect(running_daemon)
+    other = running_daemon.policy.with_name("other.toml")
+    other.write_text("[loop]\nenabled = false\n[sandbox]\ncpus = 0.5\n")
+    config = running_daemon.config.read_text()
+    running_daemon.config.write_text(
+        config.replace(f'policy = "{running_daemon.policy}"', f'policy = "{other}"')
+    )
+    running_daemon.proc.send_signal(signal.SIGHUP)
+    _wait_for(events, "config.sighup")
+    _wait_for(events, "config.applied")
+    _wait_for(events, "policy.applied")
+    with running_daemon.client() as c:
+        shown = c.call("policy_show")
+    assert shown["path"] == str(other)
+    assert shown["policy"]["sandbox"]["cpus"] == 0.5
