@@ -184,7 +184,7 @@ class ImprovementLoop:
             build_prompt(sources, dev, failures, verdicts),
             max_tokens=policy.proposer.max_tokens,
             temperature=policy.proposer.temperature,
-            structured=model_ref.startswith("local:"),
+            structured_files=list(sources) if model_ref.startswith("local:") else None,
         )
         run_id = f"prop-{uuid.uuid4().hex[:12]}"
         self.control.set_activity(f"asking {model_ref} for a patch to {parent.name}")

@@ -37,28 +37,31 @@ the new lines
 
 A unified diff (---/+++/@@) is accepted too."""
 
-# For models that need a grammar to write anything parseable (the embedded one).
-EDIT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "rationale": {"type": "string"},
-        "edits": {
-            "type": "array",
-            "minItems": 1,
-            "maxItems": 3,
-            "items": {
-                "type": "object",
-                "properties": {
-                    "file": {"type": "string"},
-                    "search": {"type": "string"},
-                    "replace": {"type": "string"},
+
+def edit_schema(files: list[str]) -> dict[str, Any]:
+    """A JSON schema for a proposal, for models that need a grammar to write anything
+    parseable (the embedded one). File names are pinned to the harness's own."""
+    return {
+        "type": "object",
+        "properties": {
+            "rationale": {"type": "string"},
+            "edits": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 3,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "file": {"type": "string", "enum": sorted(files)},
+                        "search": {"type": "string"},
+                        "replace": {"type": "string"},
+                    },
+                    "required": ["file", "search", "replace"],
                 },
-                "required": ["file", "search", "replace"],
             },
         },
-    },
-    "required": ["rationale", "edits"],
-}
+        "required": ["rationale", "edits"],
+    }
 
 
 @dataclass(frozen=True)
@@ -131,13 +134,16 @@ def build_prompt(
 
 
 def proposal_request(
-    messages: list[Message], *, max_tokens: int, temperature: float, structured: bool
+    messages: list[Message],
+    *,
+    max_tokens: int,
+    temperature: float,
+    structured_files: list[str] | None,
 ) -> ChatRequest:
+    """``structured_files``: ask for JSON edits of these files (None: free text)."""
+    schema = edit_schema(structured_files) if structured_files is not None else None
     return ChatRequest(
-        messages=messages,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        response_schema=EDIT_SCHEMA if structured else None,
+        messages=messages, max_tokens=max_tokens, temperature=temperature, response_schema=schema
     )
 
 
