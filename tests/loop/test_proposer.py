@@ -11,12 +11,12 @@ from daemon.codemap import NeverExecuted
 from daemon.patches import Proposal, parse_proposal
 from daemon.proposer import FailedTask, build_prompt, proposal_request, structured_to_text
 from daemon.providers.base import Message
-from daemon.report import CoverageReport, TaskResult, build_report
+from daemon.report import CoverageReport, EvalReport, TaskResult, build_report
 
 SEED = Path(__file__).resolve().parents[2] / "seeds" / "minimal" / "harness.py"
 
 
-def _report(split: str) -> object:
+def _report(split: str) -> EvalReport:
     tasks = [
         TaskResult(id="simple_python_7", passed=False, claimed_success=True, output=[], tokens=90,
                    detail="simple_function_checker:wrong_count: expected 1 call, got 0"),
@@ -34,7 +34,7 @@ def _report(split: str) -> object:
 def test_prompt_shows_dev_failures_with_expected_answers_and_dead_code() -> None:
     dev = _report("dev")
     failure = FailedTask(
-        dev.tasks[0],  # type: ignore[attr-defined]
+        dev.tasks[0],
         [Message(role="user", content="Find the area of a triangle with base 10")],
         [{"triangle_area": {"base": [10]}}],
     )
@@ -42,7 +42,7 @@ def test_prompt_shows_dev_failures_with_expected_answers_and_dead_code() -> None
         {"harness.py": SEED.read_text()},
         dev,
         [failure],
-        ["c3 ('x'): rejected at heldout: tokens"],  # type: ignore[arg-type]
+        ["c3 ('x'): rejected at heldout: tokens"],
     )
     text = messages[1].content or ""
     assert "def solve(task, ctx):" in text
@@ -55,7 +55,7 @@ def test_prompt_shows_dev_failures_with_expected_answers_and_dead_code() -> None
 
 def test_the_proposer_is_never_handed_a_heldout_report() -> None:
     with pytest.raises(ValueError, match="dev-split"):
-        build_prompt({"harness.py": ""}, _report("heldout"), [], [])  # type: ignore[arg-type]
+        build_prompt({"harness.py": ""}, _report("heldout"), [], [])
 
 
 def test_structured_edits_become_search_replace_blocks() -> None:
