@@ -112,3 +112,37 @@ def test_sigterm_stops_cleanly(tmp_path: Path, asset_cache: Path) -> None:
     assert not daemon.socket.exists()
     log = daemon.log.read_text()
     assert "harnessd stopped" in log
+
+
+def test_a_peer_with_another_uid_is_refused(asset_cache: Path) -> None:
+    """Defence in depth: even if the 0700 dir and 0600 socket were loosened, the daemon
+    checks the peer's uid (SO_PEERCRED) and answers anyone else with ``forbidden``."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="hd-peer-", dir="/tmp"))
+    base.chmod(0o711)  # pytest's own tmp dirs are private to root
+    daemon = start_daemon(base, asset_cache)
+    try:
+        daemon.state_dir.chmod(0o711)
+        daemon.socket.chmod(0o666)
+        code = (
+            "import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]);"
+            's.sendall(b\'{"v": 1, "id": 1, "verb": "status", "args": {}}\\n\');'
+            "print(s.makefile().readline())"
+        )
+        proc = subprocess.run(
+            ["/usr/bin/python3", "-c", code, str(daemon.socket)],
+            capture_output=True, text=True, timeout=30, check=False,
+            preexec_fn=lambda: os.setuid(65534),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        reply = json.loads(proc.stdout)
+        assert reply["ok"] is False and reply["error"]["code"] == "forbidden"
+        with daemon.client() as c:  # the owner still gets in
+            assert c.call("status")["pid"] == daemon.proc.pid
+    finally:
+        daemon.stop()
+        shutil.rmtree(base, ignore_errors=True)
