@@ -44,7 +44,8 @@ def edit_schema(files: list[str]) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {
-            "rationale": {"type": "string"},
+            # Bounded, so a rambling small model still closes its JSON within max_tokens.
+            "rationale": {"type": "string", "maxLength": 300},
             "edits": {
                 "type": "array",
                 "minItems": 1,
@@ -53,8 +54,8 @@ def edit_schema(files: list[str]) -> dict[str, Any]:
                     "type": "object",
                     "properties": {
                         "file": {"type": "string", "enum": sorted(files)},
-                        "search": {"type": "string"},
-                        "replace": {"type": "string"},
+                        "search": {"type": "string", "maxLength": 1500},
+                        "replace": {"type": "string", "maxLength": 2500},
                     },
                     "required": ["file", "search", "replace"],
                 },
