@@ -119,3 +119,24 @@ async def test_a_function_nobody_calls_is_reported_never_executed(
     never = {n.file: n for n in report.coverage.never_executed}
     assert "rank_candidates" in never["harness.py"].functions
     assert 0 < report.coverage.executed_fraction < 1
+
+
+@pytest.mark.anyio
+async def test_containers_see_opaque_task_ids(tmp_path: Path, runtime_factory: Any) -> None:
+    """Suite ids can give answers away (``irrelevance_12``: make no call), so a harness
+    sees a per-run token instead; the host keeps the real id in the report."""
+    harness = tmp_path / "echo"
+    harness.mkdir()
+    (harness / "harness.py").write_text(
+        "def solve(task, ctx):\n    return {'output': task['id'], 'claimed_success': False}\n"
+    )
+    async with runtime_factory(POLICY.format(model=_model(tmp_path))) as rt:
+        ids = rt.splits().dev
+        report = await evaluate(
+            rt, Subject(harness, "echo"), split="dev", task_ids=ids,
+            model=rt.policy.get().models.primary,
+        )  # fmt: skip
+    seen = [t.output for t in report.tasks]
+    assert [t.id for t in report.tasks] == ids
+    assert all(isinstance(s, str) and s.startswith("task-") for s in seen)
+    assert not set(seen) & set(ids) and len(set(seen)) == len(ids)

@@ -31,6 +31,19 @@ def _mode(token: str) -> str:
 """
 
 
+def mode_step(old: str, new: str) -> str:
+    """A proposal that moves the harness from mode ``old`` to ``new`` ("" : from the seed,
+    which also makes its claims honest, as IMPROVE does)."""
+    if not old:
+        return IMPROVE.replace("MODE:GOOD", f"MODE:{new}")
+    return f"Rationale: mode {new}.\n\n" + _mode(new).replace("MODE:GOOD", f"MODE:{old}", 1)
+
+
+def mode_steps(*modes: str) -> list[str]:
+    """Proposals walking the seed through ``modes`` in turn."""
+    return [mode_step(old, new) for old, new in zip(("", *modes), modes, strict=False)]
+
+
 REGRESS = "Rationale: a plainer system message.\n\n" + _mode("NONE")
 
 TOKEN_BLOWUP = (

@@ -19,24 +19,11 @@ import docker
 import pytest
 
 from sandbox.labels import INSTANCE, instance_id
-from tests.loop.patches import IMPROVE, proposer_script
+from tests.loop.patches import mode_steps, proposer_script
 from tests.loop.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
 from tests.service.conftest import RunningDaemon, start_daemon
 
 ROUNDS = 20
-
-
-def _level(old: str, new: str) -> str:
-    if not old:
-        return IMPROVE.replace("MODE:GOOD", f"MODE:{new}")
-    line = '    state.messages.insert(0, {"role": "system", "content": "MODE:%s"})\n'
-    return (
-        f"Rationale: {new}.\n\nharness.py\n<<<<<<< SEARCH\n"
-        + line % old
-        + "=======\n"
-        + line % new
-        + ">>>>>>> REPLACE\n"
-    )
 
 
 def _check_consistent(daemon: RunningDaemon, harnesses: Path, killed_at: float) -> None:
@@ -73,7 +60,7 @@ def test_twenty_kill9_rounds(tmp_path: Path, asset_cache: Path) -> None:
     solver = tmp_path / "solver.toml"
     solver.write_text(solver_script(asset_cache, {k: positions(n, f) for k, f in levels.items()}))
     proposer = tmp_path / "proposer.toml"
-    script = proposer_script([_level("", "L1"), _level("L1", "L2"), _level("L2", "L3"), "junk"])
+    script = proposer_script([*mode_steps("L1", "L2", "L3"), "junk"])
     proposer.write_text(script.replace('after_last = "repeat_last"', 'after_last = "cycle"'))
     policy = policy_text(solver, solver, proposer, cycles=0).replace(
         f'panel = ["scripted:{solver}"]', "panel = []"

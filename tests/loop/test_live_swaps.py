@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.loop.patches import proposer_script
+from tests.loop.patches import mode_steps, proposer_script
 from tests.loop.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
 from tests.service.conftest import RunningDaemon, start_daemon
 
@@ -21,37 +21,6 @@ LEVELS = {
     "L2": lambda i: i % 2 == 0,  # 50 %
     "L3": lambda i: i % 4 != 3,  # 75 %
 }
-
-
-def _step(old: str, new: str) -> str:
-    return f"""Rationale: mode {new}.
-
-harness.py
-<<<<<<< SEARCH
-    state.messages.insert(0, {{"role": "system", "content": "MODE:{old}"}})
-=======
-    state.messages.insert(0, {{"role": "system", "content": "MODE:{new}"}})
->>>>>>> REPLACE
-"""
-
-
-FIRST = """Rationale: mode L1, and honest claims.
-
-harness.py
-<<<<<<< SEARCH
-    state = State(task)
-=======
-    state = State(task)
-    state.messages.insert(0, {"role": "system", "content": "MODE:L1"})
->>>>>>> REPLACE
-
-harness.py
-<<<<<<< SEARCH
-    return {"output": output, "claimed_success": output not in (None, ""), "confidence": None}
-=======
-    return {"output": output, "claimed_success": bool(output), "confidence": None}
->>>>>>> REPLACE
-"""
 
 
 def _lineage(daemon: RunningDaemon) -> dict[str, Any]:
@@ -68,7 +37,7 @@ def test_fifty_asks_across_three_promotions_and_a_rollback(
     solver = tmp_path / "solver.toml"
     solver.write_text(solver_script(asset_cache, {k: positions(n, f) for k, f in LEVELS.items()}))
     proposer = tmp_path / "proposer.toml"
-    proposer.write_text(proposer_script([FIRST, _step("L1", "L2"), _step("L2", "L3")]))
+    proposer.write_text(proposer_script(mode_steps("L1", "L2", "L3")))
     policy = policy_text(solver, solver, proposer, cycles=3).replace(
         f'panel = ["scripted:{solver}"]', "panel = []"
     )

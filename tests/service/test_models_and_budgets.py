@@ -9,9 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from tests.loop.patches import proposer_script
+from tests.loop.patches import mode_step, proposer_script
 from tests.loop.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
-from tests.loop.test_kill9 import _level
 from tests.service.conftest import start_daemon
 from tests.service.test_policy_reload import _collect, _wait_for
 
@@ -56,7 +55,7 @@ def test_a_spent_hourly_budget_pauses_the_loop_with_an_event(
     solver = tmp_path / "solver.toml"
     solver.write_text(solver_script(asset_cache, {"L1": positions(n, lambda i: i % 4 == 0)}))
     proposer = tmp_path / "proposer.toml"
-    proposer.write_text(proposer_script([_level("", "L1")]))
+    proposer.write_text(proposer_script([mode_step("", "L1")]))
     policy = (
         policy_text(solver, solver, proposer, cycles=0).replace(
             f'panel = ["scripted:{solver}"]', "panel = []"
