@@ -44,8 +44,9 @@ def edit_schema(files: list[str]) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {
-            # Bounded, so a rambling small model still closes its JSON within max_tokens.
-            "rationale": {"type": "string", "maxLength": 300},
+            # Bounded, so a rambling small model still gets to the edits within max_tokens
+            # (llama.cpp grammars take bounds up to a few hundred; see local_llama.MAX_REPEAT).
+            "rationale": {"type": "string", "maxLength": 240},
             "edits": {
                 "type": "array",
                 "minItems": 1,
@@ -54,8 +55,8 @@ def edit_schema(files: list[str]) -> dict[str, Any]:
                     "type": "object",
                     "properties": {
                         "file": {"type": "string", "enum": sorted(files)},
-                        "search": {"type": "string", "maxLength": 1500},
-                        "replace": {"type": "string", "maxLength": 2500},
+                        "search": {"type": "string"},
+                        "replace": {"type": "string"},
                     },
                     "required": ["file", "search", "replace"],
                 },

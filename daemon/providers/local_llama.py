@@ -24,6 +24,7 @@ own chat template (ChatML when the file has none).
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import json
 import logging
@@ -144,7 +145,9 @@ def reply_schema(request: ChatRequest, ref: str) -> dict[str, Any] | None:
     """The JSON schema the reply must follow, or None for free text."""
     content = None
     if request.response_schema is not None:
-        content = _convertible(normalise_schema(request.response_schema), "response_schema", ref)
+        content = _convertible(
+            bounded(normalise_schema(request.response_schema)), "response_schema", ref
+        )
     if not request.tools:
         return content
     choices = [
@@ -153,7 +156,9 @@ def reply_schema(request: ChatRequest, ref: str) -> dict[str, Any] | None:
             "properties": {
                 "name": {"const": tool.name},
                 "arguments": _convertible(
-                    normalise_schema(tool.parameters), f"tool {tool.name!r} parameters", ref
+                    bounded(normalise_schema(tool.parameters)),
+                    f"tool {tool.name!r} parameters",
+                    ref,
                 ),
             },
             "required": ["name", "arguments"],
@@ -170,14 +175,60 @@ def reply_schema(request: ChatRequest, ref: str) -> dict[str, Any] | None:
     }
 
 
-def _grammar(schema: dict[str, Any] | None, ref: str) -> LlamaGrammar | None:
+# Bounded repetitions (maxLength, maxItems, ...) above this are dropped before conversion:
+# llama.cpp expands each bound into nested rules, and large ones make grammars it refuses
+# (or that take very long to build). Schemas come from harnesses, so they are untrusted.
+MAX_REPEAT = 256
+_BOUNDS = ("maxLength", "minLength", "maxItems", "minItems", "maxProperties", "minProperties")
+# A grammar longer than this is not handed to llama.cpp at all.
+MAX_GBNF_CHARS = 200_000
+
+
+def bounded(schema: Any) -> Any:
+    """``schema`` without repetition bounds over MAX_REPEAT (a relaxation, never stricter)."""
+    if isinstance(schema, list):
+        return [bounded(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {
+        key: bounded(value)
+        for key, value in schema.items()
+        if not (key in _BOUNDS and isinstance(value, int) and value > MAX_REPEAT)
+    }
+
+
+@functools.lru_cache(maxsize=512)
+def _parses(vocab: int, gbnf: str) -> bool:
+    """Whether llama.cpp accepts ``gbnf``. Checked before every first use: llama-cpp-python
+    puts a grammar llama.cpp rejects into the sampler chain as a null pointer and the
+    process then dies, so a harness's ``response_schema`` could take the daemon down."""
+    if len(gbnf) > MAX_GBNF_CHARS:
+        return False
+    sampler = llama_cpp.llama_sampler_init_grammar(
+        ctypes.c_void_p(vocab), gbnf.encode("utf-8"), b"root"
+    )
+    if not sampler:
+        return False
+    llama_cpp.llama_sampler_free(sampler)
+    return True
+
+
+def _grammar(schema: dict[str, Any] | None, ref: str, llama: Any) -> LlamaGrammar | None:
     if schema is None:
         return None
-    found = _gbnf(json.dumps(schema))
+    found = _gbnf(json.dumps(bounded(schema)))
     if isinstance(found, Exception):
         _warn_once(f"{ref}: reply grammar failed ({found}); relaxed to any JSON object")
         found = JSON_GBNF
+    elif not _parses(_vocab_address(llama), found):
+        _warn_once(f"{ref}: llama.cpp refused the reply grammar; relaxed to any JSON object")
+        found = JSON_GBNF
     return LlamaGrammar.from_string(found, verbose=False)
+
+
+def _vocab_address(llama: Any) -> int:
+    vocab = llama._model.vocab
+    return int(ctypes.cast(vocab, ctypes.c_void_p).value or 0)
 
 
 def _tools_prompt(request: ChatRequest) -> str:
@@ -305,7 +356,7 @@ class LocalProvider:
 
     def _chat_blocking(self, request: ChatRequest) -> ChatResponse:
         model = _open_model(self._model_path(), self._cfg)
-        grammar = _grammar(reply_schema(request, self.ref), self.ref)
+        grammar = _grammar(reply_schema(request, self.ref), self.ref, model.llama)
         messages: Any = to_chat_messages(request)  # the library's TypedDicts, structurally
         prompt_text = model.formatter(messages=messages).prompt
         while not model.lock.acquire(timeout=_LOCK_POLL_S):
