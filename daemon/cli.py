@@ -21,7 +21,42 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     loaded = load_settings(args.config)
     setup_logging(loaded.settings.log_format, loaded.settings.log_level, redact)
     anyio.run(serve, loaded)
+    _exit_now_if_threads_linger()
     return 0
+
+
+def _exit_now_if_threads_linger(grace_s: float = 5.0) -> None:
+    """After an orderly stop (containers reaped, state closed), make sure the process ends.
+
+    A worker thread still blocked in a library call (the docker SDK reading a connection the
+    engine never closed, say) would otherwise keep a stopped daemon alive forever, since the
+    interpreter joins such threads at exit. Say which ones in the log, then leave anyway.
+    """
+    import logging
+    import os
+    import threading
+    import time
+    import traceback
+
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        stuck = [
+            t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon
+        ]
+        if not stuck:
+            return
+        time.sleep(0.1)
+    frames = sys._current_frames()
+    log = logging.getLogger("harnessd.service")
+    for thread in stuck:
+        where = (
+            "".join(traceback.format_stack(frames[thread.ident])[-3:])
+            if thread.ident in frames
+            else "?"
+        )
+        log.warning("thread %s still busy at exit, leaving it: %s", thread.name, where.strip())
+    logging.shutdown()
+    os._exit(0)
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
