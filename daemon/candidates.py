@@ -69,12 +69,9 @@ def record(
     """Record ``text`` as a candidate of ``parent``; stage 1 decides if it goes on."""
     parsed = parse_proposal(text)
     if isinstance(parsed, ParseFailure):
-        verdict = Verdict(decision="reject", stage="static", reason=f"unparseable: {parsed.reason}")
-        cid = lineage.add_candidate(
-            parent, source, proposer_model, (rationale or parsed.rationale)[:RATIONALE_LIMIT],
-            "", text, state="rejected", stage="parse", verdict=verdict.model_dump(),
-        )  # fmt: skip
-        return Submitted(cid, False, verdict.reason, "")
+        why = (rationale or parsed.rationale)[:RATIONALE_LIMIT]
+        cid = lineage.add_unparseable(parent, source, proposer_model, parsed, why)
+        return Submitted(cid, False, f"unparseable: {parsed.reason}", "")
     why = (rationale or parsed.rationale)[:RATIONALE_LIMIT]
     result = check_text(text, lineage.path(parent), policy, scratch)
     if isinstance(result, PatchRejected | ParseFailure):

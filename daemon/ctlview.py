@@ -129,10 +129,6 @@ def _answer(r: dict[str, Any], c: Console) -> None:
         c.print("verified: " + ("[green]correct[/]" if r["passed"] else "[red]wrong[/]"))
 
 
-def _simple(r: Any, c: Console) -> None:
-    c.print_json(json.dumps(r, default=str))
-
-
 _VIEWS: dict[str, Callable[[Any, Console], None]] = {
     "status": _status,
     "events": _events,

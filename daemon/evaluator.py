@@ -10,7 +10,6 @@ test has decided; the tasks still in flight are cancelled and their containers r
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 import uuid
@@ -22,7 +21,7 @@ from typing import Any
 import anyio
 
 from daemon import ledger
-from daemon.codemap import coverage_summary, read_sources
+from daemon.codemap import coverage_summary, merge_coverage, read_sources
 from daemon.gateway import NoSuchTool
 from daemon.ledger import Charge
 from daemon.metering import MeteredModel
@@ -205,7 +204,7 @@ async def evaluate(
     started = time.time()
     await anyio.to_thread.run_sync(_record_start, rt, run_id, subject, suite.name, split, model)
     results: dict[str, TaskResult] = {}
-    executed: dict[str, set[int]] = {}
+    coverages: list[dict[str, list[int]]] = []
     limiter = anyio.CapacityLimiter(rt.policy.get().sandbox.concurrency)
     label = f"{subject.label} {split} {model}"
 
@@ -220,8 +219,7 @@ async def evaluate(
             )  # fmt: skip
         results[task_id] = result
         if run.submission is not None:
-            for name, lines in run.submission.coverage.items():
-                executed.setdefault(name, set()).update(lines)
+            coverages.append(run.submission.coverage)
         rt.progress[run_id] = {"label": label, "done": len(results), "total": total}
         if on_result is not None:
             on_result(result, len(results), total)
@@ -244,6 +242,7 @@ async def evaluate(
     finally:
         rt.progress.pop(run_id, None)
     ordered = [results[t] for t in task_ids if t in results]
+    executed = merge_coverage(coverages)
     sources = await anyio.to_thread.run_sync(read_sources, subject.harness_dir)
     summary = await anyio.to_thread.run_sync(coverage_summary, sources, executed)
     coverage = CoverageReport(
@@ -259,10 +258,3 @@ async def evaluate(
     state = "stopped" if report.stopped_early else "done"
     await anyio.to_thread.run_sync(_record_end, rt, run_id, state, report)
     return report
-
-
-def load_report(rt: Runtime, run_id: str) -> EvalReport | None:
-    row = rt.store.query_one("SELECT report FROM evaluations WHERE run_id=?", (run_id,))
-    if row is None or row["report"] is None:
-        return None
-    return EvalReport.model_validate(json.loads(row["report"]))

@@ -227,19 +227,31 @@ class Lineage:
         )
 
     def add_unparseable(
-        self, parent: Version | int, source: str, proposer_model: str | None, failure: ParseFailure
+        self,
+        parent: Version | int,
+        source: str,
+        proposer_model: str | None,
+        failure: ParseFailure,
+        rationale: str = "",
     ) -> int:
-        """Record proposer output that held no usable patch: rejected at stage ``parse``."""
+        """Record proposer output that held no usable patch: rejected at stage ``parse``,
+        its raw text kept. The verdict has the shape of ``daemon.gates.Verdict``."""
+        verdict = {
+            "decision": "reject",
+            "stage": "static",
+            "reason": f"unparseable: {failure.reason}",
+            "gates": [],
+        }
         return self.add_candidate(
             parent,
             source,
             proposer_model,
-            failure.rationale,
+            rationale or failure.rationale,
             "",
             failure.raw,
             state="rejected",
             stage="parse",
-            verdict={"decision": "rejected", "stage": "parse", "reason": failure.reason},
+            verdict=verdict,
         )
 
     def set_candidate(

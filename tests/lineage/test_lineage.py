@@ -139,6 +139,7 @@ def test_candidate_states(lineage: Lineage, seed_dir: Path, work: Path) -> None:
         "Looks fine to me.\nno patch here",
     )
     assert recorded.verdict is not None and "no patch found" in recorded.verdict["reason"]
+    assert recorded.verdict["decision"] == "reject" and recorded.verdict["gates"] == []
     assert [c.id for c in lineage.candidates(state="rejected")] == [unparseable, cid]
     assert [c.id for c in lineage.candidates(parent=seed, limit=1)] == [unparseable]
 
