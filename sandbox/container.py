@@ -26,7 +26,7 @@ from sandbox.engine import DockerEngine, translate
 from sandbox.errors import ContainerFailure, SandboxFailure
 from sandbox.labels import require_instance
 from sandbox.limits import Limits
-from sandbox.output import OutputTap, close_stream, pump_output, raw_socket
+from sandbox.output import OutputReader, OutputTap
 
 GUEST_USER = "65534:65534"
 HARNESS_MOUNT = "/harness"
@@ -275,21 +275,19 @@ async def supervise(engine: DockerEngine, container_id: str, limits: Limits) -> 
         stream=True,
         logs=False,
     )
-    sock = raw_socket(stream)
+    reader = OutputReader(stream, tap)
     failure: Exception | None = None
     try:
-        async with anyio.create_task_group() as tg:
-            drained = anyio.Event()
-            tg.start_soon(pump_output, stream, tap, drained)
-            try:
-                ending = await _start_and_watch(engine, container_id, limits, tap)
-                with anyio.move_on_after(_DRAIN_S):
-                    await drained.wait()
-            except Exception as exc:
-                failure = exc  # re-raised as itself below, not wrapped in a group
-            tg.cancel_scope.cancel()
+        drained = anyio.Event()
+        await reader.pump(drained)
+        try:
+            ending = await _start_and_watch(engine, container_id, limits, tap)
+            with anyio.move_on_after(_DRAIN_S):
+                await drained.wait()
+        except Exception as exc:
+            failure = exc  # re-raised as itself below
     finally:
-        close_stream(stream, sock)
+        await reader.close()
     if failure is not None:
         raise failure
     return _outcome(ending, tap)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 
 
 class ClosableStream(Protocol):
@@ -42,19 +44,22 @@ class OutputTap:
         return self._kept.decode("utf-8", errors="replace")
 
 
-def _signal(event: anyio.Event) -> None:
-    # RuntimeError: the run is already over and its event loop gone; nobody is waiting.
-    with contextlib.suppress(RuntimeError):
-        anyio.from_thread.run_sync(event.set)
-
-
-def _pump(stream: ClosableStream, tap: OutputTap) -> None:
+def _pump(
+    stream: ClosableStream,
+    tap: OutputTap,
+    signal: Callable[[anyio.Event], None],
+    done: threading.Event,
+    drained: anyio.Event,
+) -> None:
     try:
         for chunk in stream:
             if tap.feed(chunk):
-                _signal(tap.over_limit)
+                signal(tap.over_limit)
     except Exception:
         pass  # a broken stream just means the container is gone
+    finally:
+        done.set()
+        signal(drained)
 
 
 def raw_socket(stream: ClosableStream) -> socket.socket | None:
@@ -67,28 +72,57 @@ def raw_socket(stream: ClosableStream) -> socket.socket | None:
     return sock if isinstance(sock, socket.socket) else None
 
 
-def close_stream(stream: ClosableStream, sock: socket.socket | None = None) -> None:
-    """Close an attach stream and its HTTP response, which holds the engine connection.
+# How long to wait for the reader thread once its connection is shut down (it wakes at once).
+_READER_EXIT_S = 10.0
 
-    ``CancellableStream.close()`` skips the socket once the response reads as ended, so a
-    stream that reached its end would leak the connection until garbage collection, and a
-    reader thread still blocked in ``recv`` would never wake (and keep the process from
-    exiting). Shutting the socket down wakes that reader whatever the response thinks.
+
+class OutputReader:
+    """Reads one attach stream to its end in a thread of its own.
+
+    Ending it safely takes an order: shut the connection down (which wakes the reader
+    wherever it blocks), wait for the thread to leave, and only then close the file
+    descriptor. Closing first would let the descriptor number be reused by another
+    connection while the reader still polls it, and that reader could then block forever
+    on someone else's idle socket. The thread is a daemon thread, so even a reader stuck in
+    the SDK for a reason nobody foresaw can never keep the process from exiting.
     """
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
-    stream.close()
-    response = getattr(stream, "_response", None)
-    if response is not None:
-        with contextlib.suppress(Exception):
-            response.close()
 
+    def __init__(self, stream: ClosableStream, tap: OutputTap) -> None:
+        self.stream = stream
+        self.tap = tap
+        self.sock = raw_socket(stream)
+        self.done = threading.Event()
+        self._thread: threading.Thread | None = None
 
-async def pump_output(stream: ClosableStream, tap: OutputTap, drained: anyio.Event) -> None:
-    """Read ``stream`` to its end in a dedicated thread, then set ``drained``."""
-    # Abandoned on cancel: closing the stream (the caller's job) ends the thread.
-    await anyio.to_thread.run_sync(
-        _pump, stream, tap, abandon_on_cancel=True, limiter=anyio.CapacityLimiter(1)
-    )
-    drained.set()
+    async def pump(self, drained: anyio.Event) -> None:
+        """Start reading; ``drained`` is set when the stream ends."""
+        token = anyio.lowlevel.current_token()
+
+        def signal(event: anyio.Event) -> None:
+            # RuntimeError: the run is over and its event loop gone; nobody is waiting.
+            with contextlib.suppress(RuntimeError):
+                anyio.from_thread.run_sync(event.set, token=token)
+
+        self._thread = threading.Thread(
+            target=_pump,
+            args=(self.stream, self.tap, signal, self.done, drained),
+            name="harnessd-output",
+            daemon=True,
+        )
+        self._thread.start()
+
+    async def close(self) -> None:
+        """Shut down, let the reader leave, then close the stream and its HTTP response
+        (``CancellableStream.close()`` alone skips the socket once the response reads as
+        ended, leaking the connection)."""
+        with anyio.CancelScope(shield=True):
+            if self.sock is not None:
+                with contextlib.suppress(OSError):
+                    self.sock.shutdown(socket.SHUT_RDWR)
+            if self._thread is not None:
+                await anyio.to_thread.run_sync(self.done.wait, _READER_EXIT_S)
+            self.stream.close()
+            response = getattr(self.stream, "_response", None)
+            if response is not None:
+                with contextlib.suppress(Exception):
+                    response.close()
