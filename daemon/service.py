@@ -33,6 +33,7 @@ from daemon.secrets import redact, register_configured_secrets
 from daemon.settings import LoadedSettings, load_settings
 from daemon.statedir import hold_lock, prepare_state_dir
 from daemon.store import Store
+from daemon.suites import check_suite
 from sandbox.labels import instance_id
 
 log = logging.getLogger("harnessd.service")
@@ -185,11 +186,14 @@ async def serve(loaded: LoadedSettings) -> None:
     with hold_lock(state_dir):
         policy = load_policy(loaded.policy_path)
 
-        async def models_can_be_made(p: Policy) -> None:
+        async def usable(p: Policy) -> None:
+            """More than the file's own validity: its models can be made, its suite loaded
+            and split as asked. Checked before start-up and before a reload applies."""
             await check_models(p.model_refs(), loaded, p.retry)
+            await anyio.to_thread.run_sync(check_suite, p, loaded.cache_dir)
 
-        await models_can_be_made(policy)
-        holder = PolicyHolder(loaded.policy_path, policy, [models_can_be_made])
+        await usable(policy)
+        holder = PolicyHolder(loaded.policy_path, policy, [usable])
         store = Store(state_dir / "state.db")
         try:
             await Daemon(loaded, holder, store, EventBus(store, redact)).run()

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 from daemon.errors import ConfigError
+from daemon.policy import Policy
 from daemon.suites.base import CheckResult, CodeRun, CodeRunner, Suite, UnknownTask
 from daemon.suites.bfcl import CATEGORIES, BfclSuite
 from daemon.suites.humaneval import HumanEvalSuite
@@ -24,6 +25,7 @@ __all__ = [
     "Splits",
     "Suite",
     "UnknownTask",
+    "check_suite",
     "load_suite",
     "parse_spec",
     "split",
@@ -63,3 +65,18 @@ def load_suite(spec: str, cache_dir: Path) -> Suite:
                 suite = BfclSuite.load(categories, cache_dir)
             _loaded[key] = suite
         return suite
+
+
+def check_suite(policy: Policy, cache_dir: Path) -> None:
+    """Load the policy's suite and split it as the policy asks; ConfigError otherwise.
+
+    Blocking (it may read the data wheel): call it from a worker thread.
+    """
+    suite = load_suite(policy.suite.name, cache_dir)
+    split(
+        suite.task_ids(),
+        seed=policy.suite.split_seed,
+        dev_size=policy.suite.dev_size,
+        heldout_size=policy.suite.heldout_size,
+        suite=f"suite '{policy.suite.name}'",
+    )

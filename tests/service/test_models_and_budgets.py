@@ -76,3 +76,21 @@ def test_a_spent_hourly_budget_pauses_the_loop_with_an_event(
         assert hour["spent"] < 3000 + 1500
     finally:
         daemon.stop()
+
+
+def test_a_policy_whose_suite_cannot_be_split_is_refused(tmp_path: Path, asset_cache: Path) -> None:
+    daemon = start_daemon(tmp_path, asset_cache)
+    try:
+        events = _collect(daemon)
+        daemon.policy.write_text(
+            '[loop]\nenabled = false\n[suite]\nname = "humaneval"\nheldout_size = 500\n'
+        )
+        bad = _wait_for(events, "policy.invalid")
+        assert "164 tasks" in bad["message"] and "heldout_size (500)" in bad["message"]
+        daemon.policy.write_text('[loop]\nenabled = false\n[suite]\nname = "bfcl:simpel"\n')
+        bad = _wait_for(events, "policy.invalid")
+        assert "unknown BFCL categories ['simpel']" in bad["message"]
+        with daemon.client() as c:
+            assert c.call("policy_show")["policy"]["suite"]["name"] == "bfcl:simple"
+    finally:
+        daemon.stop()
