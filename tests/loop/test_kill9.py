@@ -71,8 +71,10 @@ def test_twenty_kill9_rounds(tmp_path: Path, asset_cache: Path) -> None:
     daemon = start_daemon(tmp_path, asset_cache, policy)
     instance = instance_id(daemon.state_dir)
     try:
-        for _ in range(ROUNDS):
-            time.sleep(rng.uniform(0.5, 12.0))
+        for round_ in range(ROUNDS):
+            # Mostly short lives, and every fifth a long one, so that promotions really
+            # complete between kills even on a slow machine.
+            time.sleep(rng.uniform(20.0, 30.0) if round_ % 5 == 4 else rng.uniform(0.5, 12.0))
             os.kill(daemon.proc.pid, signal.SIGKILL)
             daemon.proc.wait(30)
             killed_at = time.time()
