@@ -15,7 +15,6 @@ import time
 from typing import Any
 
 import anyio
-from anyio import CancelScope
 
 from daemon.api import ControlApi
 from daemon.control import serve_control
@@ -101,9 +100,8 @@ class Daemon:
                 level="warning",
             )
         logging.getLogger("harnessd").setLevel(fresh.settings.log_level.upper())
-        self.loaded = fresh.model_copy(update={"base_dir": self.loaded.base_dir})
-        if fresh.policy_path != self.policy.path:
-            self.policy.path = fresh.policy_path
+        self.loaded = fresh
+        self.policy.path = fresh.policy_path
         await self.bus.emit("config.applied", f"config re-read from {fresh.config_path}")
         await self.reload_policy()
 
@@ -113,22 +111,23 @@ class Daemon:
             paths.append(self.loaded.config_path)
         return paths
 
-    async def _signals(self, scope: CancelScope) -> None:
+    async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
             async for signum in signals:
-                if signum == signal.SIGHUP:
-                    await self.bus.emit("config.sighup", "SIGHUP: re-reading config and policy")
-                    await (
-                        self.reload_config()
-                    ) if self.loaded.config_path else await self.reload_policy()
-                else:
+                if signum != signal.SIGHUP:
                     self.stop_requested.set()
+                    continue
+                await self.bus.emit("config.sighup", "SIGHUP: re-reading config and policy")
+                if self.loaded.config_path is not None:
+                    await self.reload_config()  # re-reads the policy too
+                else:
+                    await self.reload_policy()
 
     async def _prepare_lineage(self) -> None:
         def prepare() -> tuple[list[str], str]:
-            fixes = self.lineage.reconcile()
-            seed = self.lineage.init_seed(self.loaded.seed_dir)
-            return fixes, self.lineage.current().name if seed else ""
+            fixes = self.lineage.reconcile()  # before any other mutation, as it requires
+            self.lineage.init_seed(self.loaded.seed_dir)  # no-op once a version exists
+            return fixes, self.lineage.current().name
 
         fixes, live = await anyio.to_thread.run_sync(prepare)
         for fix in fixes:
@@ -148,7 +147,7 @@ class Daemon:
             self.rt = rt
             self.live = LiveHarness(rt, self.lineage)
             self.loop = ImprovementLoop(rt, self.lineage, self.control)
-            tg.start_soon(self._signals, tg.cancel_scope)
+            tg.start_soon(self._signals)
             await tg.start(serve_control, self.socket_path, api)
             await tg.start(watch_files, self.watched, self.on_file_change)
             await tg.start(self.loop.run)
