@@ -7,7 +7,6 @@ code from the closed set; anything else is a bug and becomes ``internal``.
 
 from __future__ import annotations
 
-import json
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +19,7 @@ from daemon.lineage import Version
 from daemon.patches import AppliedPatch
 from daemon.policy import parse_policy
 from daemon.protocol import ErrorCode
-from daemon.report import EvalReport
+from daemon.report import stored_report
 
 if TYPE_CHECKING:
     from daemon.live import LiveHarness
@@ -100,7 +99,7 @@ class ControlApi:
             if (row["split"], row["model"]) in seen:
                 continue
             seen.add((row["split"], row["model"]))
-            r = EvalReport.model_validate(json.loads(row["report"]))
+            r = stored_report(row["report"])
             scores.append(
                 {
                     "model": r.model,
@@ -217,7 +216,7 @@ class ControlApi:
                 "state": row["state"],
             }
             if row["report"]:
-                entry["summary"] = EvalReport.model_validate(json.loads(row["report"])).summary()
+                entry["summary"] = stored_report(row["report"]).summary()
             out.append(entry)
         return out
 

@@ -8,7 +8,6 @@ as the verdict's per-gate figures.
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from daemon.evaluator import Subject, evaluate
 from daemon.gates import GateResult, Verdict, decide, heldout_gates, panel_gate, sequential_state
 from daemon.lineage import Lineage, Version
 from daemon.patches import apply_git_diff
-from daemon.report import EvalReport, TaskResult
+from daemon.report import EvalReport, TaskResult, stored_report
 from daemon.runtime import Runtime
 
 log = logging.getLogger("harnessd.pipeline")
@@ -50,7 +49,7 @@ class Pipeline:
             (version.id, suite, split, model),
         )
         for row in rows:
-            report = EvalReport.model_validate(json.loads(row["report"]))
+            report = stored_report(row["report"])
             if [t.id for t in report.tasks] == ids:
                 return report
         return None

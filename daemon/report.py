@@ -83,6 +83,11 @@ class EvalReport(BaseModel):
         }
 
 
+def stored_report(text: str) -> EvalReport:
+    """An EvalReport as stored in the ``evaluations`` table's ``report`` column."""
+    return EvalReport.model_validate_json(text)
+
+
 def truncate_output(output: Any, limit: int = OUTPUT_PREVIEW) -> Any:
     text = output if isinstance(output, str) else json.dumps(output, default=str)
     if len(text) <= limit:
