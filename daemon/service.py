@@ -18,7 +18,7 @@ import anyio
 
 from daemon.api import ControlApi
 from daemon.control import serve_control
-from daemon.errors import ConfigError
+from daemon.errors import ConfigError, LineageError, SetupError
 from daemon.events import EventBus
 from daemon.lineage import Lineage
 from daemon.live import LiveHarness
@@ -129,7 +129,14 @@ class Daemon:
             self.lineage.init_seed(self.loaded.seed_dir)  # no-op once a version exists
             return fixes, self.lineage.current().name
 
-        fixes, live = await anyio.to_thread.run_sync(prepare)
+        try:
+            fixes, live = await anyio.to_thread.run_sync(prepare)
+        except LineageError as exc:
+            raise SetupError(
+                f"the lineage in {self.loaded.harnesses_dir} does not match the state in "
+                f"{self.loaded.state_dir} ({exc}); point harnesses_dir at the folder that "
+                "holds this state's versions, or start with an empty state_dir"
+            ) from None
         for fix in fixes:
             await self.bus.emit("lineage.recovered", fix, level="warning")
         await self.bus.emit("lineage.ready", f"live version {live}", version=live)

@@ -24,9 +24,10 @@ CONFIG_ENV = "HARNESSD_CONFIG"
 DEFAULT_CONFIG_NAME = "harnessd.toml"
 
 
-def _default_state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "harnessd"
+# The state (SQLite, sockets, cache) sits beside the lineage in ``harnesses/`` by default:
+# the database records versions whose trees and git history live there, so the two must
+# travel together (a re-clone gets a fresh pair, never a database without its trees).
+DEFAULT_STATE_DIR = Path(".state")
 
 
 class _Closed(BaseModel):
@@ -65,7 +66,7 @@ class Settings(BaseSettings):
         frozen=True,
     )
 
-    state_dir: Path = Field(default_factory=_default_state_dir)
+    state_dir: Path = DEFAULT_STATE_DIR
     # Pinned registry packages (model, task data). None: "cache" inside the state dir.
     cache_dir: Path | None = None
     harnesses_dir: Path = Path("harnesses")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.settings import _default_state_dir
+from daemon.settings import DEFAULT_STATE_DIR, PROJECT_ROOT
 
 
 @pytest.fixture
@@ -24,7 +24,8 @@ def asset_cache() -> Path:
 
     Tests share it instead of downloading the model and data into every temporary state dir.
     """
-    return Path(os.environ.get("HARNESSD_TEST_CACHE") or _default_state_dir() / "cache")
+    default = PROJECT_ROOT / DEFAULT_STATE_DIR / "cache"
+    return Path(os.environ.get("HARNESSD_TEST_CACHE") or default)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -146,3 +146,24 @@ def test_a_peer_with_another_uid_is_refused(asset_cache: Path) -> None:
     finally:
         daemon.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_state_without_its_lineage_folder_is_a_clear_error(
+    tmp_path: Path, asset_cache: Path
+) -> None:
+    """The database records versions whose trees live in harnesses_dir; pointing the
+    daemon at a folder without them (a re-clone, a moved repo) must say so plainly."""
+    import shutil
+    import subprocess
+    import sys
+
+    daemon = start_daemon(tmp_path, asset_cache)
+    assert daemon.stop() == 0
+    shutil.rmtree(tmp_path / "harnesses")
+    proc = subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "--config", str(daemon.config), "serve"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    assert f"the lineage in {tmp_path / 'harnesses'} does not match the state" in proc.stderr
+    assert "start with an empty state_dir" in proc.stderr
