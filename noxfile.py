@@ -1,4 +1,5 @@
-"""nox sessions: tests, lint, typecheck.
+"""nox sessions: lint, typecheck, tests (the whole suite, real Docker and the real model), and
+fast (the unit tests alone: neither Docker nor the model; the inner loop, under a minute).
 
 They run in the environment nox itself runs in (the project's ``.venv`` made by
 ``scripts/setup``), not in fresh per-session virtualenvs: llama-cpp-python compiles from
@@ -32,3 +33,11 @@ def typecheck(session: nox.Session) -> None:
 @nox.session(venv_backend="none")
 def tests(session: nox.Session) -> None:
     session.run(PY, "-m", "pytest", *session.posargs)
+
+
+@nox.session(venv_backend="none")
+def fast(session: nox.Session) -> None:
+    """Unit tests only: gates, stats, patches, config, suites' checkers, ledger, providers
+    against local fakes. A test marked ``unit`` that touches Docker or the model fails."""
+    marks = "unit and not docker and not model"
+    session.run(PY, "-m", "pytest", "-m", marks, "-q", *session.posargs)

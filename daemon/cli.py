@@ -13,10 +13,10 @@ from daemon.errors import HarnessdError
 def _cmd_serve(args: argparse.Namespace) -> int:
     import anyio
 
-    from daemon.logs import setup_logging
-    from daemon.secrets import redact
+    from daemon.config.logs import setup_logging
+    from daemon.config.secrets import redact
+    from daemon.config.settings import load_settings
     from daemon.service import serve
-    from daemon.settings import load_settings
 
     loaded = load_settings(args.config)
     setup_logging(loaded.settings.log_format, loaded.settings.log_level, redact)
@@ -60,9 +60,9 @@ def _exit_now_if_threads_linger(grace_s: float = 5.0) -> None:
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
-    from daemon import assets
-    from daemon.settings import load_settings
-    from daemon.statedir import prepare_state_dir
+    from daemon.config import assets
+    from daemon.config.settings import load_settings
+    from daemon.config.statedir import prepare_state_dir
 
     loaded = load_settings(args.config)
     prepare_state_dir(loaded.state_dir)
@@ -75,13 +75,13 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from daemon.evalcmd import run
+    from daemon.evaluation.command import run
 
     return run(args)
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from daemon.doctor import run_checks
+    from daemon.config.doctor import run_checks
 
     checks = run_checks(args.config)
     for check in checks:
@@ -97,8 +97,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 def _cmd_image_build(args: argparse.Namespace) -> int:
     import anyio
 
-    from daemon.runtime import resolve_image
-    from daemon.settings import load_settings
+    from daemon.config.settings import load_settings
+    from daemon.evaluation.runtime import resolve_image
     from sandbox.engine import DockerEngine
 
     loaded = load_settings(args.config)
@@ -117,7 +117,7 @@ def _cmd_image_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_policy_check(args: argparse.Namespace) -> int:
-    from daemon.policy import load_policy
+    from daemon.config.policy import load_policy
 
     load_policy(Path(args.file))
     print(f"{args.file}: valid")
@@ -142,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("serve", _cmd_serve, "run the daemon in the foreground")
     add("fetch", _cmd_fetch, "fetch the pinned model and task data into the cache")
-    from daemon.evalcmd import add_arguments
+    from daemon.evaluation.command import add_arguments
 
     add_arguments(add("eval", _cmd_eval, "evaluate a harness directory on a suite split"))
     add("doctor", _cmd_doctor, "check engine, image, model, data, state dir and config")

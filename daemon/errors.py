@@ -73,3 +73,11 @@ class DaemonNotRunning(HarnessdError):
     """The control socket does not answer."""
 
     exit_code = 3
+
+
+class BadRequest(HarnessdError):
+    """A request names something in the wrong form (e.g. a task reference without a suite)."""
+
+
+class NotAccepting(HarnessdError):
+    """The daemon is stopping and takes no new requests."""

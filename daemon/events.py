@@ -1,5 +1,7 @@
 """The daemon's event log: every notable happening is stored in SQLite and broadcast.
 
+Owner of the ``events`` table.
+
 Subscribers (``harnessctl watch``) get a bounded buffer each. A subscriber too slow to keep
 up loses events rather than slowing the daemon; it is told how many it missed.
 """
@@ -38,6 +40,35 @@ def make_event(
     }
 
 
+def insert_event(
+    store: Store,
+    kind: str,
+    message: str,
+    *,
+    level: str = "info",
+    data: dict[str, Any] | None = None,
+) -> int:
+    """Store one event; returns its id. Synchronous: call it from a worker thread."""
+    with store.tx() as conn:
+        cur = conn.execute(
+            "INSERT INTO events(ts, kind, level, message, data) VALUES (?,?,?,?,?)",
+            (time.time(), kind, level, message, json.dumps(data or {}, sort_keys=True)),
+        )
+        return int(cur.lastrowid or 0)
+
+
+def recent_events(store: Store, limit: int = 50) -> list[Event]:
+    """The newest ``limit`` events, oldest first."""
+    rows = store.query(
+        "SELECT id, ts, kind, level, message, data FROM events ORDER BY id DESC LIMIT ?",
+        (limit,),
+    )
+    return [
+        make_event(r["id"], r["kind"], r["level"], r["message"], json.loads(r["data"]), r["ts"])
+        for r in reversed(rows)
+    ]
+
+
 @dataclass
 class _Subscriber:
     send: MemoryObjectSendStream[Event]
@@ -63,7 +94,7 @@ class EventBus:
         event_id = 0
         if persist:
             event_id = await anyio.to_thread.run_sync(
-                lambda: self.store.add_event(kind, message, level=level, data=clean)
+                lambda: insert_event(self.store, kind, message, level=level, data=clean)
             )
             log.log(
                 logging.getLevelName(level.upper()), message, extra={"event": kind, "data": clean}
@@ -100,11 +131,4 @@ class EventBus:
             receive.close()
 
     def recent(self, limit: int = 50) -> list[Event]:
-        rows = self.store.query(
-            "SELECT id, ts, kind, level, message, data FROM events ORDER BY id DESC LIMIT ?",
-            (limit,),
-        )
-        return [
-            make_event(r["id"], r["kind"], r["level"], r["message"], json.loads(r["data"]), r["ts"])
-            for r in reversed(rows)
-        ]
+        return recent_events(self.store, limit)

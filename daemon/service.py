@@ -16,21 +16,21 @@ from typing import Any
 
 import anyio
 
-from daemon.api import ControlApi
-from daemon.control import serve_control
+from daemon.config.policy import Policy, load_policy
+from daemon.config.reload import PolicyHolder, watch_files
+from daemon.config.secrets import redact, register_configured_secrets
+from daemon.config.settings import LoadedSettings, load_settings
+from daemon.config.statedir import hold_lock, prepare_state_dir
+from daemon.control.protocol import SOCKET_NAME
+from daemon.control.server import serve_control
+from daemon.control.verbs import ControlApi, VerbDeps
 from daemon.errors import ConfigError, LineageError, SetupError
+from daemon.evaluation.runtime import Runtime, open_runtime
 from daemon.events import EventBus
+from daemon.improve.loop import ImprovementLoop, LoopControl
 from daemon.lineage import Lineage
-from daemon.live import LiveHarness
-from daemon.loop import ImprovementLoop, LoopControl
-from daemon.policy import Policy, load_policy
-from daemon.protocol import SOCKET_NAME
+from daemon.live.harness import LiveHarness
 from daemon.providers import check_models
-from daemon.reload import PolicyHolder, watch_files
-from daemon.runtime import Runtime, open_runtime
-from daemon.secrets import redact, register_configured_secrets
-from daemon.settings import LoadedSettings, load_settings
-from daemon.statedir import hold_lock, prepare_state_dir
 from daemon.store import Store
 from daemon.suites import check_suite
 from sandbox.labels import instance_id
@@ -54,10 +54,6 @@ class Daemon:
         self.stop_requested = anyio.Event()
         self.socket_path = loaded.state_dir / SOCKET_NAME
         self.lineage = Lineage(store, loaded.harnesses_dir)
-        # Set once the runtime is open (engine connected, image present).
-        self.rt: Runtime | None = None
-        self.live: LiveHarness | None = None
-        self.loop: ImprovementLoop | None = None
 
     def status_basics(self) -> dict[str, Any]:
         return {
@@ -141,8 +137,25 @@ class Daemon:
             await self.bus.emit("lineage.recovered", fix, level="warning")
         await self.bus.emit("lineage.ready", f"live version {live}", version=live)
 
+    def _verbs(self, rt: Runtime, live: LiveHarness, loop: ImprovementLoop) -> ControlApi:
+        return ControlApi(
+            VerbDeps(
+                bus=self.bus,
+                store=self.store,
+                lineage=self.lineage,
+                policy=self.policy,
+                control=self.control,
+                live=live,
+                submit=loop.submit_external,
+                progress=lambda: list(rt.progress.values()),
+                windows=rt.guard.window_state,
+                work_dir=rt.work_dir,
+                basics=self.status_basics,
+                stop=self.stop_requested,
+            )
+        )
+
     async def run(self) -> None:
-        api = ControlApi(self)
         await self._prepare_lineage()
         instance = instance_id(self.loaded.state_dir)
         async with (
@@ -151,13 +164,12 @@ class Daemon:
             ) as rt,
             anyio.create_task_group() as tg,
         ):
-            self.rt = rt
-            self.live = LiveHarness(rt, self.lineage)
-            self.loop = ImprovementLoop(rt, self.lineage, self.control)
+            live = LiveHarness(rt, self.lineage)
+            loop = ImprovementLoop(rt, self.lineage, self.control)
             tg.start_soon(self._signals)
-            await tg.start(serve_control, self.socket_path, api)
+            await tg.start(serve_control, self.socket_path, self._verbs(rt, live, loop))
             await tg.start(watch_files, self.watched, self.on_file_change)
-            await tg.start(self.loop.run)
+            await tg.start(loop.run)
             await self.bus.emit(
                 "daemon.started",
                 f"harnessd up (pid {os.getpid()}), control socket {self.socket_path}",
@@ -165,7 +177,7 @@ class Daemon:
             _print_attach_hint(self.socket_path)
             await self.stop_requested.wait()
             await self.bus.emit("daemon.stopping", "stopping: draining requests in flight")
-            left = await self.live.drain(DRAIN_GRACE_S)
+            left = await live.drain(DRAIN_GRACE_S)
             if left:
                 await self.bus.emit(
                     "daemon.drain_timeout", f"{left} requests still running; cancelling them",

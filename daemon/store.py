@@ -1,17 +1,22 @@
 """SQLite state: one file in the state dir, WAL mode, one transaction per state change.
 
-All access goes through :class:`Store`. Synchronous calls are for start-up, tests and the
-offline CLI; the daemon uses :meth:`Store.call`, which runs the work in a worker thread so a
-slow disk never stalls the event loop. One connection guarded by a lock keeps writes
-serialised without "database is locked" retries.
+This module owns the connection and the schema; every table has exactly one owner module
+that writes and reads it (``events``: :mod:`daemon.events`; ``ledger``:
+:mod:`daemon.gateway.ledger`; ``versions``, ``pointer``: :mod:`daemon.lineage.versions`;
+``candidates``: :mod:`daemon.lineage.candidates`; ``evaluations``:
+:mod:`daemon.evaluation.results`; ``requests``: :mod:`daemon.live.requests`). No other
+module writes SQL.
+
+Synchronous calls are for start-up, tests and the offline CLI; the daemon goes through a
+worker thread (:meth:`Store.call`, or ``anyio.to_thread``) so a slow disk never stalls the
+event loop. One connection guarded by a lock keeps writes serialised without "database is
+locked" retries.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -163,14 +168,3 @@ class Store:
         self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()
     ) -> list[sqlite3.Row]:
         return await anyio.to_thread.run_sync(self.query, sql, params, limiter=self._limiter)
-
-    # Events are written from many places, so the insert lives here.
-    def add_event(
-        self, kind: str, message: str, *, level: str = "info", data: dict[str, Any] | None = None
-    ) -> int:
-        with self.tx() as conn:
-            cur = conn.execute(
-                "INSERT INTO events(ts, kind, level, message, data) VALUES (?,?,?,?,?)",
-                (time.time(), kind, level, message, json.dumps(data or {}, sort_keys=True)),
-            )
-            return int(cur.lastrowid or 0)

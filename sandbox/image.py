@@ -1,4 +1,4 @@
-"""The sandbox image: Debian bookworm (minbase) with python3 and python3-coverage.
+"""The sandbox image: Debian bookworm (minbase) with python3, nothing else.
 
 Default route, no container registry needed: ``debootstrap --variant=minbase`` into a temp
 dir, then ``docker import``. Alternative route for machines that can pull:
@@ -33,7 +33,7 @@ REPOSITORY = "harnessd-sandbox"
 MIRROR_ENV = "HARNESSD_DEBIAN_MIRROR"
 DOCKERFILE_DIR = Path(__file__).with_name("image")
 SUITE = "bookworm"
-PACKAGES = ("python3", "python3-coverage")
+PACKAGES = ("python3",)
 MOUNT_POINTS = ("harness", "work", "run/harnessd", "opt/harnessd", "code")
 # Applied by `docker import`; the same settings the Dockerfile route ends with.
 CHANGES = (

@@ -27,15 +27,15 @@ from types import ModuleType
 import anyio
 import anyio.to_thread
 
-from daemon.budget import BudgetGuard
-from daemon.evaluator import SolveHandler
-from daemon.gateway import serve_gateway
-from daemon.ledger import Charge
-from daemon.metering import MeteredModel
-from daemon.policy import BudgetPolicy, RetryPolicy
+from daemon.config.policy import BudgetPolicy, RetryPolicy
+from daemon.config.settings import LoadedSettings, Settings
+from daemon.evaluation.evaluator import SolveHandler
+from daemon.gateway.budget import BudgetGuard
+from daemon.gateway.ledger import Charge
+from daemon.gateway.metering import MeteredModel
+from daemon.gateway.session import serve_gateway
 from daemon.providers import make_provider
 from daemon.providers.base import ChatRequest, Message, Provider, ToolSpec
-from daemon.settings import LoadedSettings, Settings
 from daemon.store import Store
 from daemon.tasks import Task
 

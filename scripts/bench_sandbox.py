@@ -31,8 +31,8 @@ from typing import Any
 
 import anyio
 
+from daemon.evaluation.taskrun import run_task
 from daemon.providers.base import ChatRequest, ChatResponse, Message, Usage
-from daemon.taskrun import run_task
 from daemon.tasks import Task
 from sandbox.container import BASE_ENV, RunSpec, created_container, run_container
 from sandbox.engine import DockerEngine

@@ -10,12 +10,39 @@ from pathlib import Path
 
 import pytest
 
-from daemon.settings import DEFAULT_STATE_DIR, PROJECT_ROOT
+from daemon.config.settings import DEFAULT_STATE_DIR, PROJECT_ROOT
+from tests.daemon_process import RunningDaemon, start_daemon
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def unit_tests_touch_neither_docker_nor_the_model(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test marked ``unit`` (the fast session) fails loudly if it reaches for the Docker
+    engine or loads the local model, so the marker cannot silently lie."""
+    node = request.node
+    if node.get_closest_marker("unit") is None or any(
+        node.get_closest_marker(m) for m in ("docker", "model")
+    ):
+        return
+
+    def refuse(what: str) -> object:
+        def fail(*args: object, **kwargs: object) -> None:
+            raise AssertionError(f"a test marked 'unit' tried to use {what}")
+
+        return fail
+
+    import docker
+    import llama_cpp
+
+    monkeypatch.setattr(docker.DockerClient, "__init__", refuse("the Docker engine"))
+    monkeypatch.setattr(docker.APIClient, "__init__", refuse("the Docker engine"))
+    monkeypatch.setattr(llama_cpp.Llama, "__init__", refuse("the local model"))
 
 
 @pytest.fixture(scope="session")
@@ -40,3 +67,14 @@ def no_output_reader_outlives_its_container() -> Iterator[None]:
             return
         time.sleep(0.2)
     raise AssertionError(f"{len(alive)} container output readers still running after the tests")
+
+
+@pytest.fixture
+def running_daemon(tmp_path: Path, asset_cache: Path) -> Iterator[RunningDaemon]:
+    """A daemon on the default seed with the loop disabled, stopped afterwards."""
+    daemon = start_daemon(tmp_path, asset_cache)
+    try:
+        yield daemon
+    finally:
+        if daemon.proc.poll() is None:
+            daemon.stop()

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from daemon.config.policy import PROVIDERS, RetryPolicy
+from daemon.config.secrets import read_api_key
+from daemon.config.settings import KeyedProvider, LoadedSettings
 from daemon.errors import ProviderConfigError
-from daemon.policy import PROVIDERS, RetryPolicy
 from daemon.providers.base import Provider
-from daemon.secrets import read_api_key
-from daemon.settings import KeyedProvider, LoadedSettings
 
 __all__ = ["Provider", "make_provider", "split_ref"]
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import anthropic
 
-from daemon.policy import RetryPolicy
-from daemon.providers.base import ChatRequest, ChatResponse, Message, ToolCall, Usage
+from daemon.config.policy import RetryPolicy
+from daemon.providers.base import Capabilities, ChatRequest, ChatResponse, Message, ToolCall, Usage
 from daemon.providers.http_errors import bad_response, status_error, transport_error
 
 STRUCTURED_TOOL = "harnessd_structured_output"
@@ -133,6 +133,8 @@ def from_anthropic(ref: str, message: Any, wrapped: bool) -> ChatResponse:
 
 class AnthropicProvider:
     """One Anthropic model; the SDK client is safe for concurrent use."""
+
+    capabilities = Capabilities()
 
     def __init__(
         self,

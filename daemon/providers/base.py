@@ -7,6 +7,7 @@ reports usage exactly as the provider returned it: harnessd never estimates toke
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -70,10 +71,20 @@ class ChatResponse(_Model):
         return Message(role="assistant", content=self.content, tool_calls=self.tool_calls)
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What callers may need to know of a provider instead of guessing from its name."""
+
+    # A small model that writes parseable edits only under a grammar: ask it for JSON edits
+    # (a response schema) rather than free-text search/replace blocks.
+    structured_edits: bool = False
+
+
 class Provider(Protocol):
     """One configured model. Implementations must be safe to call from many tasks at once."""
 
     ref: str  # "provider:model", as written in the policy
+    capabilities: Capabilities
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Answer one request. Raises ProviderError after the policy's retries are spent."""

@@ -6,8 +6,8 @@ backoff (honouring ``retry-after``) before anything reaches this module.
 
 from __future__ import annotations
 
+from daemon.config.secrets import redact
 from daemon.errors import ProviderConfigError, ProviderError
-from daemon.secrets import redact
 
 _DETAIL_LIMIT = 300
 

@@ -24,8 +24,6 @@ own chat template (ChatML when the file has none).
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import json
 import logging
 import threading
@@ -40,12 +38,13 @@ import llama_cpp
 import numpy as np
 import numpy.typing as npt
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar, json_schema_to_gbnf
+from llama_cpp.llama_grammar import LlamaGrammar
 
-from daemon import assets
+from daemon.config import assets
+from daemon.config.settings import LoadedSettings, LocalSettings
 from daemon.errors import ProviderConfigError, ProviderError, SetupError
-from daemon.providers.base import ChatRequest, ChatResponse, Message, ToolCall, Usage
-from daemon.settings import LoadedSettings, LocalSettings
+from daemon.providers.base import Capabilities, ChatRequest, ChatResponse, Message, ToolCall, Usage
+from daemon.providers.local_grammar import grammar_for, reply_schema
 
 log = logging.getLogger("harnessd.providers.local")
 
@@ -55,7 +54,6 @@ _CHATML = (
     " + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
     "{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
-_BFCL_TYPES = {"dict": "object", "float": "number", "tuple": "array"}
 _LOCK_POLL_S = 0.05
 
 
@@ -95,140 +93,6 @@ def _open_model(path: Path, cfg: LocalSettings) -> _Model:
         formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
         found = _models[path] = _Model(llama, formatter, eos, threading.Lock())
         return found
-
-
-def normalise_schema(schema: Any) -> Any:
-    """``schema`` with BFCL's informal type names turned into JSON-schema ones."""
-    if isinstance(schema, list):
-        return [normalise_schema(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {key: normalise_schema(value) for key, value in schema.items()}
-    kind = out.get("type")
-    if kind == "any":
-        del out["type"]
-    elif isinstance(kind, str) and kind in _BFCL_TYPES:
-        out["type"] = _BFCL_TYPES[kind]
-    return out
-
-
-@functools.lru_cache(maxsize=512)
-def _gbnf(schema_json: str) -> str | Exception:
-    """llama.cpp's grammar for a JSON schema, or why it has none (cached: tasks repeat tools).
-
-    Key order matters: the grammar writes properties in the schema's order, and the model
-    does better with "name" before "arguments", so schemas are never re-sorted.
-    """
-    try:
-        return str(json_schema_to_gbnf(schema_json))
-    except Exception as exc:  # the converter signals with assertions and KeyErrors alike
-        return exc
-
-
-@functools.lru_cache(maxsize=512)
-def _warn_once(message: str) -> None:
-    log.warning("%s", message)
-
-
-def _convertible(schema: dict[str, Any], what: str, ref: str) -> dict[str, Any]:
-    """``schema`` if llama.cpp can turn it into a grammar, else any JSON object (logged once)."""
-    found = _gbnf(json.dumps(schema))
-    if isinstance(found, Exception):
-        _warn_once(
-            f"{ref}: {what} cannot be turned into a grammar ({found}); relaxed to any JSON object"
-        )
-        return {"type": "object"}
-    return schema
-
-
-def reply_schema(request: ChatRequest, ref: str) -> dict[str, Any] | None:
-    """The JSON schema the reply must follow, or None for free text."""
-    content = None
-    if request.response_schema is not None:
-        content = _convertible(
-            bounded(normalise_schema(request.response_schema)), "response_schema", ref
-        )
-    if not request.tools:
-        return content
-    choices = [
-        {
-            "type": "object",
-            "properties": {
-                "name": {"const": tool.name},
-                "arguments": _convertible(
-                    bounded(normalise_schema(tool.parameters)),
-                    f"tool {tool.name!r} parameters",
-                    ref,
-                ),
-            },
-            "required": ["name", "arguments"],
-        }
-        for tool in request.tools
-    ]
-    return {
-        "type": "object",
-        "properties": {
-            "tool_calls": {"type": "array", "items": {"anyOf": choices}},
-            "content": content if content is not None else {"type": "string"},
-        },
-        "required": ["tool_calls"],
-    }
-
-
-# Bounded repetitions (maxLength, maxItems, ...) above this are dropped before conversion:
-# llama.cpp expands each bound into nested rules, and large ones make grammars it refuses
-# (or that take very long to build). Schemas come from harnesses, so they are untrusted.
-MAX_REPEAT = 256
-_BOUNDS = ("maxLength", "minLength", "maxItems", "minItems", "maxProperties", "minProperties")
-# A grammar longer than this is not handed to llama.cpp at all.
-MAX_GBNF_CHARS = 200_000
-
-
-def bounded(schema: Any) -> Any:
-    """``schema`` without repetition bounds over MAX_REPEAT (a relaxation, never stricter)."""
-    if isinstance(schema, list):
-        return [bounded(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    return {
-        key: bounded(value)
-        for key, value in schema.items()
-        if not (key in _BOUNDS and isinstance(value, int) and value > MAX_REPEAT)
-    }
-
-
-@functools.lru_cache(maxsize=512)
-def _parses(vocab: int, gbnf: str) -> bool:
-    """Whether llama.cpp accepts ``gbnf``. Checked before every first use: llama-cpp-python
-    puts a grammar llama.cpp rejects into the sampler chain as a null pointer and the
-    process then dies, so a harness's ``response_schema`` could take the daemon down."""
-    if len(gbnf) > MAX_GBNF_CHARS:
-        return False
-    sampler = llama_cpp.llama_sampler_init_grammar(
-        ctypes.c_void_p(vocab), gbnf.encode("utf-8"), b"root"
-    )
-    if not sampler:
-        return False
-    llama_cpp.llama_sampler_free(sampler)
-    return True
-
-
-def _grammar(schema: dict[str, Any] | None, ref: str, llama: Any) -> LlamaGrammar | None:
-    if schema is None:
-        return None
-    found = _gbnf(json.dumps(bounded(schema)))
-    if isinstance(found, Exception):
-        _warn_once(f"{ref}: reply grammar failed ({found}); relaxed to any JSON object")
-        found = JSON_GBNF
-    elif not _parses(_vocab_address(llama), found):
-        _warn_once(f"{ref}: llama.cpp refused the reply grammar; relaxed to any JSON object")
-        found = JSON_GBNF
-    return LlamaGrammar.from_string(found, verbose=False)
-
-
-def _vocab_address(llama: Any) -> int:
-    vocab = llama._model.vocab
-    return int(ctypes.cast(vocab, ctypes.c_void_p).value or 0)
 
 
 def _tools_prompt(request: ChatRequest) -> str:
@@ -328,6 +192,8 @@ def parse_reply(request: ChatRequest, text: str, finish: str, model: str) -> Cha
 class LocalProvider:
     """A local GGUF model; calls are serialised and run in a worker thread."""
 
+    capabilities = Capabilities(structured_edits=True)
+
     def __init__(self, ref: str, path: Path | None, settings: LoadedSettings) -> None:
         self.ref = ref
         self._path = path
@@ -336,6 +202,9 @@ class LocalProvider:
         # Callers queue here, not in worker threads: a waiting call holds no thread and can
         # be cancelled. (The model's own lock also serialises refs that share one file.)
         self._turn = anyio.CapacityLimiter(1)
+        # Tokens generated so far by this provider (for progress, benchmarks and tests that
+        # must act while a generation is under way rather than after a guessed delay).
+        self.generated_tokens = 0
 
     def _model_path(self) -> Path:
         if self._path is not None:
@@ -356,7 +225,7 @@ class LocalProvider:
 
     def _chat_blocking(self, request: ChatRequest) -> ChatResponse:
         model = _open_model(self._model_path(), self._cfg)
-        grammar = _grammar(reply_schema(request, self.ref), self.ref, model.llama)
+        grammar = grammar_for(reply_schema(request, self.ref), self.ref, model.llama)
         messages: Any = to_chat_messages(request)  # the library's TypedDicts, structurally
         prompt_text = model.formatter(messages=messages).prompt
         while not model.lock.acquire(timeout=_LOCK_POLL_S):
@@ -379,8 +248,19 @@ class LocalProvider:
                 kind="bad_request",
             )
 
+        cancelled = False
+
         def stop_if_cancelled(_ids: npt.NDArray[np.intc], _logits: npt.NDArray[np.single]) -> bool:
-            anyio.from_thread.check_cancelled()
+            # Stop the generation between tokens, never raise out of it: an exception thrown
+            # through llama.cpp's decode loop leaves the context half-updated and the next
+            # call on the same model crashes the process.
+            nonlocal cancelled
+            self.generated_tokens += 1
+            try:
+                anyio.from_thread.check_cancelled()
+            except BaseException:
+                cancelled = True
+                return True
             return False
 
         completion = llama.create_completion(
@@ -392,6 +272,8 @@ class LocalProvider:
             grammar=grammar,
             stopping_criteria=llama_cpp.StoppingCriteriaList([stop_if_cancelled]),
         )
+        if cancelled:
+            anyio.from_thread.check_cancelled()  # re-raises the caller's cancellation
         choice = completion["choices"][0]
         response = parse_reply(request, choice["text"], choice["finish_reason"] or "stop", self.ref)
         usage = completion["usage"]

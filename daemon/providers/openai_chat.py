@@ -17,8 +17,8 @@ from typing import Any
 
 import openai
 
-from daemon.policy import RetryPolicy
-from daemon.providers.base import ChatRequest, ChatResponse, Message, ToolCall, Usage
+from daemon.config.policy import RetryPolicy
+from daemon.providers.base import Capabilities, ChatRequest, ChatResponse, Message, ToolCall, Usage
 from daemon.providers.http_errors import bad_response, status_error, transport_error
 
 RAW_ARGUMENTS_KEY = "_raw"
@@ -110,6 +110,8 @@ def from_openai(ref: str, completion: Any) -> ChatResponse:
 
 class OpenAIProvider:
     """One model on an OpenAI-compatible server; the SDK client is safe for concurrent use."""
+
+    capabilities = Capabilities()
 
     def __init__(
         self,

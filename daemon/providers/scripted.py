@@ -50,9 +50,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from daemon.config.validation import read_toml, validate_model
 from daemon.errors import ConfigError, ProviderConfigError, ProviderError
-from daemon.providers.base import ChatRequest, ChatResponse, ToolCall, Usage
-from daemon.validation import read_toml, validate_model
+from daemon.providers.base import Capabilities, ChatRequest, ChatResponse, ToolCall, Usage
 
 CHARS_PER_TOKEN = 4
 
@@ -151,6 +151,8 @@ def load_script(path: Path) -> Script:
 
 class ScriptedProvider:
     """Replies from a script file; safe for concurrent use (no await while choosing)."""
+
+    capabilities = Capabilities()
 
     def __init__(self, ref: str, path: Path) -> None:
         self.ref = ref

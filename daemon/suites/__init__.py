@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from daemon.config.policy import Policy
 from daemon.errors import ConfigError
-from daemon.policy import Policy
 from daemon.suites.base import CheckResult, CodeRun, CodeRunner, Suite, UnknownTask
 from daemon.suites.bfcl import CATEGORIES, BfclSuite
 from daemon.suites.humaneval import HumanEvalSuite

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from daemon.assets import WHEELS, read_member
+from daemon.config.assets import WHEELS, read_member
 from daemon.errors import AssetError
 from daemon.providers.base import Message
 from daemon.suites.base import CheckResult, CodeRunner, UnknownTask

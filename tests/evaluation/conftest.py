@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from daemon.policy import Policy, load_policy
-from daemon.reload import PolicyHolder
-from daemon.runtime import Runtime, open_runtime
-from daemon.settings import load_settings
+from daemon.config.policy import Policy, load_policy
+from daemon.config.reload import PolicyHolder
+from daemon.config.settings import load_settings
+from daemon.evaluation.runtime import Runtime, open_runtime
 from daemon.store import Store
 from sandbox.labels import instance_id
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import docker
 
 from sandbox.labels import INSTANCE, instance_id
-from tests.loop.patches import IMPROVE, proposer_script
-from tests.loop.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
-from tests.service.conftest import start_daemon
+from tests.daemon_process import start_daemon
+from tests.improve.patches import IMPROVE, proposer_script
+from tests.improve.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
 
 SLOW = "import time\n\ndef solve(task, ctx):\n    time.sleep(120)\n    return {'output': []}\n"
 

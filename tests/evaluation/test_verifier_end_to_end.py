@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from daemon.evaluator import Subject, evaluate
+from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.suites import load_suite
 
 SEED = Path(__file__).resolve().parents[2] / "seeds" / "minimal"

@@ -17,6 +17,11 @@ from lineage_helpers import make_candidate
 
 from daemon.lineage import Lineage
 from daemon.store import Store
+from daemon.verdict import Verdict
+
+
+def _accepted(reason: str) -> Verdict:
+    return Verdict(decision="accept", stage="heldout", reason=reason)
 
 
 def main() -> None:
@@ -35,7 +40,7 @@ def main() -> None:
     if op == "seed":
         lineage.init_seed(Path(spec["seed"]))
     elif op == "promote":
-        lineage.promote(spec["candidate"], Path(spec["tree"]), {"summary": "crash test"})
+        lineage.promote(spec["candidate"], Path(spec["tree"]), _accepted("crash test"))
     elif op == "rollback":
         lineage.rollback(spec["ref"], "crash test")
     elif op == "churn":
@@ -43,7 +48,7 @@ def main() -> None:
         print("ready", flush=True)
         for round_number in range(10_000):
             cid, tree = make_candidate(lineage, work)
-            lineage.promote(cid, tree, {"summary": f"round {round_number}"})
+            lineage.promote(cid, tree, _accepted(f"round {round_number}"))
             if round_number % 3 == 2:
                 lineage.rollback("v0001", f"round {round_number}")
     else:

@@ -10,10 +10,10 @@ import tempfile
 from pathlib import Path
 
 from daemon.lineage import Lineage
-from daemon.lineage_fs import TMP_MARK, tree_hash
-from daemon.lineage_git import VERSION_TRAILER, GitHistory
-from daemon.patch_model import Proposal
+from daemon.lineage.fs import TMP_MARK, tree_hash
+from daemon.lineage.git import VERSION_TRAILER, GitHistory
 from daemon.patches import apply_proposal, parse_proposal
+from daemon.patches.model import Proposal
 from daemon.store import Store
 
 SEED_HARNESS = '''\

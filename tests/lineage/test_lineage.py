@@ -12,20 +12,25 @@ from lineage_helpers import assert_consistent, make_candidate
 
 from daemon.errors import LineageError, UnknownRef
 from daemon.lineage import Lineage
-from daemon.lineage_fs import tree_hash
-from daemon.lineage_git import GitHistory
-from daemon.patch_model import ParseFailure
-from daemon.patch_parse import parse_proposal
-from daemon.patch_tree import read_tree
+from daemon.lineage.fs import tree_hash
+from daemon.lineage.git import GitHistory
+from daemon.patches.model import ParseFailure
+from daemon.patches.parse import parse_proposal
+from daemon.patches.tree import read_tree
 from daemon.store import Store
+from daemon.verdict import GateResult, Verdict
 
-VERDICT = {
-    "summary": "all gates pass",
-    "gates": [
-        {"name": "accuracy", "passed": True, "value": 0.8, "threshold": 0.6},
-        {"name": "dead_code", "passed": True, "value": 0.0, "threshold": 0.25},
+pytestmark = pytest.mark.unit
+
+VERDICT = Verdict(
+    decision="accept",
+    stage="heldout",
+    reason="every gate passed",
+    gates=[
+        GateResult(gate="accuracy", passed=True, measured=0.01, threshold=0.05),
+        GateResult(gate="dead_code", passed=True, measured=0.0, threshold=0.25),
     ],
-}
+)
 
 
 def test_seed_is_materialised_once(
@@ -71,7 +76,9 @@ def test_promote_records_everything(
     assert message.sha == version.git_commit
     assert message.trailers["Harnessd-Candidate"] == str(cid)
     assert "Rationale: bump the mark to 1." in version.message
-    assert "accuracy: pass value=0.8 threshold=0.6" in version.message
+    # Every gate by name with its figures (a dict-shaped verdict once showed them as "?").
+    assert "  accuracy: pass measured=0.01 threshold=0.05" in version.message
+    assert "  dead_code: pass measured=0.0 threshold=0.25" in version.message
     assert_consistent(store, root)
 
 
@@ -99,7 +106,10 @@ def test_promote_refuses_stale_final_and_unknown_candidates(
         lineage.promote(stale, stale_tree, VERDICT)
     with pytest.raises(LineageError, match="already accepted"):
         lineage.promote(fresh, fresh_tree, VERDICT)
-    lineage.set_candidate(stale, "rejected", "heldout", {"summary": "accuracy fell"})
+    lineage.set_candidate(
+        stale, "rejected", "heldout",
+        Verdict(decision="reject", stage="heldout", reason="accuracy fell"),
+    )  # fmt: skip
     with pytest.raises(LineageError, match="already rejected"):
         lineage.promote(stale, stale_tree, VERDICT)
     with pytest.raises(UnknownRef, match="no candidate c99"):
@@ -114,13 +124,10 @@ def test_candidate_states(lineage: Lineage, seed_dir: Path, work: Path) -> None:
     lineage.set_candidate(cid, "evaluating", "smoke")
     lineage.set_candidate(cid, "interrupted", "smoke")
     lineage.set_candidate(cid, "evaluating", "dev")
-    lineage.set_candidate(cid, "rejected", "dev", {"summary": "smoke failed"})
+    smoke = Verdict(decision="reject", stage="smoke", reason="smoke failed")
+    lineage.set_candidate(cid, "rejected", "dev", smoke)
     rejected = lineage.candidate(cid)
-    assert (rejected.state, rejected.stage, rejected.verdict) == (
-        "rejected",
-        "dev",
-        {"summary": "smoke failed"},
-    )
+    assert (rejected.state, rejected.stage, rejected.verdict) == ("rejected", "dev", smoke)
     with pytest.raises(LineageError, match="already rejected"):
         lineage.set_candidate(cid, "evaluating", "dev")
     with pytest.raises(LineageError, match="only through promote"):
@@ -138,8 +145,8 @@ def test_candidate_states(lineage: Lineage, seed_dir: Path, work: Path) -> None:
         "parse",
         "Looks fine to me.\nno patch here",
     )
-    assert recorded.verdict is not None and "no patch found" in recorded.verdict["reason"]
-    assert recorded.verdict["decision"] == "reject" and recorded.verdict["gates"] == []
+    assert recorded.verdict is not None and "no patch found" in recorded.verdict.reason
+    assert recorded.verdict.decision == "reject" and recorded.verdict.gates == []
     assert [c.id for c in lineage.candidates(state="rejected")] == [unparseable, cid]
     assert [c.id for c in lineage.candidates(parent=seed, limit=1)] == [unparseable]
 

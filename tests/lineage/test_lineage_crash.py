@@ -24,10 +24,11 @@ from lineage_helpers import assert_consistent, make_candidate, write_seed
 
 from daemon.lineage import Lineage
 from daemon.store import Store
+from daemon.verdict import Verdict
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 COMMIT_POINT = ("db:committed", 1)
-VERDICT = {"summary": "crash test"}
+VERDICT = Verdict(decision="accept", stage="heldout", reason="crash test")
 
 
 class InjectedFault(Exception):

@@ -17,7 +17,7 @@ from typing import Any
 import docker
 import pytest
 
-from daemon.codemap import (
+from daemon.evaluation.coverage import (
     CodemapError,
     added_lines,
     coverage_summary,
@@ -26,8 +26,8 @@ from daemon.codemap import (
     merge_coverage,
     read_sources,
 )
-from daemon.patch_model import Proposal
 from daemon.patches import apply_proposal, parse_proposal
+from daemon.patches.model import Proposal
 from sandbox.image import image_tag
 
 CORPUS = '''\
@@ -208,6 +208,8 @@ finally:
     sys.settrace(None)
 print(json.dumps(sorted(seen)))
 """
+
+pytestmark = pytest.mark.unit
 
 
 def trace(source: str, name: str = "traced.py") -> set[int]:

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from patch_helpers import git, snapshot
 
-from daemon.patch_model import Proposal
 from daemon.patches import (
     AppliedPatch,
     PatchRejected,
@@ -17,6 +16,9 @@ from daemon.patches import (
     apply_proposal,
     parse_proposal,
 )
+from daemon.patches.model import Proposal
+
+pytestmark = pytest.mark.unit
 
 
 def parsed(text: str) -> Proposal:

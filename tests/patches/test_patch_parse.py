@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from daemon.patch_model import FileDiff, ParseFailure, Proposal, SearchReplace
-from daemon.patch_parse import MAX_RATIONALE_CHARS, parse_proposal
+import pytest
+
+from daemon.patches.model import FileDiff, ParseFailure, Proposal, SearchReplace
+from daemon.patches.parse import MAX_RATIONALE_CHARS, parse_proposal
+
+pytestmark = pytest.mark.unit
 
 DIFF = """\
 diff --git a/harness.py b/harness.py

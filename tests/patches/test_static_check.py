@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from daemon.patch_model import Proposal
+from daemon.config.policy import PatchPolicy
 from daemon.patches import AppliedPatch, PatchRejected, apply_proposal, parse_proposal, static_check
-from daemon.policy import PatchPolicy
+from daemon.patches.model import Proposal
+
+pytestmark = pytest.mark.unit
 
 DEFAULT = PatchPolicy()
 

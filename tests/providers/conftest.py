@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from provider_helpers import KEY_ENV, SECRET_KEY, MakeSettings
 
-from daemon.settings import AnthropicSettings, LoadedSettings, OpenAISettings, Settings
+from daemon.config.settings import AnthropicSettings, LoadedSettings, OpenAISettings, Settings
 
 
 @pytest.fixture

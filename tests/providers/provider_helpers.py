@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from daemon.settings import LoadedSettings
+from daemon.config.settings import LoadedSettings
 
 KEY_ENV = "HD_PROVIDER_TEST_KEY"
 # Shaped like a real key, so a leak would be recognisable in any output.

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from provider_helpers import KEY_ENV, SECRET_KEY, MakeSettings
 
-from daemon import secrets
+from daemon.config import secrets
+from daemon.config.policy import RetryPolicy
+from daemon.config.settings import LoadedSettings, LocalSettings, OpenAISettings, Settings
 from daemon.errors import ProviderConfigError
-from daemon.policy import RetryPolicy
 from daemon.providers import make_provider
-from daemon.settings import LoadedSettings, LocalSettings, OpenAISettings, Settings
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.unit]
 
 
 def test_unknown_provider_names_the_model_string(make_settings: MakeSettings) -> None:

@@ -19,10 +19,10 @@ pytestmark = pytest.mark.model
 CHILD = """
 import json, sys, anyio
 from pathlib import Path
-from daemon.policy import RetryPolicy
+from daemon.config.policy import RetryPolicy
 from daemon.providers import make_provider
 from daemon.providers.base import ChatRequest, Message
-from daemon.settings import LoadedSettings, Settings
+from daemon.config.settings import LoadedSettings, Settings
 
 schema = json.loads(sys.argv[1])
 settings = LoadedSettings(

@@ -9,9 +9,10 @@ import anyio
 import pytest
 from provider_helpers import MakeSettings
 
-from daemon.policy import RetryPolicy
+from daemon.config.policy import RetryPolicy
 from daemon.providers import make_provider
 from daemon.providers.base import ChatRequest, ChatResponse, Message, Provider, ToolSpec
+from daemon.providers.local_llama import LocalProvider
 
 pytestmark = [pytest.mark.anyio, pytest.mark.model]
 
@@ -100,9 +101,15 @@ async def test_cancelled_call_frees_the_model(local: Provider) -> None:
         messages=[Message(role="user", content="Write a very long story about a dragon.")],
         max_tokens=3000,
     )
-    with anyio.move_on_after(0.5) as scope:
-        await local.chat(story)
-    assert scope.cancelled_caught
+    assert isinstance(local, LocalProvider)
+    before = local.generated_tokens
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(local.chat, story)
+        with anyio.fail_after(120):  # cancel only once generation is really under way
+            while local.generated_tokens < before + 3:  # noqa: ASYNC110 (set in a thread)
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert local.generated_tokens < before + 3000  # it stopped long before max_tokens
     # The next call gets the model: the cancelled one stopped and released it.
     with anyio.fail_after(120):
         response = await _triangle(local)

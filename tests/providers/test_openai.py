@@ -10,13 +10,13 @@ import pytest
 from fake_llm_apis import Reply, openai_completion, openai_error, openai_tool_call, serve
 from provider_helpers import KEY_ENV, MakeSettings
 
+from daemon.config.policy import RetryPolicy
 from daemon.errors import ProviderConfigError, ProviderError
-from daemon.policy import RetryPolicy
 from daemon.providers import make_provider
 from daemon.providers.base import ChatRequest, ChatResponse, Message, ToolCall, ToolSpec
 from daemon.providers.openai_chat import RAW_ARGUMENTS_KEY
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.unit]
 
 FAST = RetryPolicy(max_retries=2, timeout_s=5.0)
 AREA = ToolSpec(

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from provider_helpers import MakeSettings
 
+from daemon.config.policy import RetryPolicy
 from daemon.errors import ProviderConfigError, ProviderError
-from daemon.policy import RetryPolicy
 from daemon.providers import make_provider
 from daemon.providers.base import ChatRequest, Message, Provider, ToolCall, ToolSpec
 from daemon.providers.scripted import count_tokens
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.unit]
 
 
 def _script(tmp_path: Path, text: str, name: str = "replies.toml") -> str:

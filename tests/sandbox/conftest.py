@@ -19,9 +19,9 @@ import anyio
 import pytest
 
 from daemon.errors import BudgetExceeded
-from daemon.gateway import NoSuchTool
+from daemon.evaluation.taskrun import TaskRun, run_task
+from daemon.gateway.session import NoSuchTool
 from daemon.providers.base import ChatRequest, ChatResponse, Message, ToolCall, ToolSpec, Usage
-from daemon.taskrun import TaskRun, run_task
 from daemon.tasks import Task
 from sandbox.engine import DockerEngine
 from sandbox.image import ensure_image

@@ -15,10 +15,10 @@ import pytest
 from anyio.abc import SocketStream
 
 from daemon.errors import ProviderError, SandboxError
-from daemon.gateway import GatewayRecord, serve_gateway
+from daemon.gateway.session import GatewayRecord, serve_gateway
 from tests.sandbox.conftest import StandInModel, make_task
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.unit]
 
 HELLO = {"v": 1, "id": 1, "op": "hello", "args": {}}
 SUBMIT = {

@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from daemon.taskrun import TaskRun
+from daemon.evaluation.taskrun import TaskRun
 from tests.sandbox.conftest import SHORT_WALL, SMALL, Sandbox, StandInModel, make_task
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]

@@ -10,8 +10,8 @@ import anyio
 import pytest
 
 from daemon.errors import SandboxError
-from daemon.gateway import GatewayRecord
-from daemon.taskrun import classify, run_task
+from daemon.evaluation.taskrun import classify, run_task
+from daemon.gateway.session import GatewayRecord
 from daemon.tasks import Submission
 from sandbox.coderun import TEMP_PREFIX, run_python
 from sandbox.container import ContainerOutcome, RunSpec, created_container

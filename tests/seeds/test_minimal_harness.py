@@ -20,6 +20,8 @@ import pytest
 from daemon.suites import load_suite
 from daemon.tasks import Task
 
+pytestmark = pytest.mark.unit
+
 SEED = Path(__file__).resolve().parents[2] / "seeds" / "minimal" / "harness.py"
 Reply = dict[str, Any]
 

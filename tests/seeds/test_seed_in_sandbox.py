@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from daemon.gateway import NoSuchTool
+from daemon.evaluation.taskrun import TaskRun, run_task
+from daemon.gateway.session import NoSuchTool
 from daemon.providers.base import ChatRequest, ChatResponse, ToolCall, Usage
 from daemon.suites import load_suite
 from daemon.suites.coderunner import DockerCodeRunner
-from daemon.taskrun import TaskRun, run_task
 from daemon.tasks import Task
 from sandbox.engine import DockerEngine
 from sandbox.image import ensure_image

@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any
 
-from tests.service.conftest import RunningDaemon
+from tests.daemon_process import RunningDaemon
 
 
 def _collect(daemon: RunningDaemon) -> queue.Queue[dict[str, Any]]:
@@ -23,7 +23,6 @@ def _collect(daemon: RunningDaemon) -> queue.Queue[dict[str, Any]]:
 
     threading.Thread(target=run, daemon=True).start()
     assert ready.wait(30)
-    time.sleep(0.3)  # the subscription is registered once the reply is read
     return events
 
 

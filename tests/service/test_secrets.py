@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.conftest import start_daemon
+from tests.daemon_process import start_daemon
 
 ANTHROPIC = "sk-ant-canary-5f1e0c2d9b8a7f6e5d4c3b2a"
 OPENAI = "sk-openai-canary-0a1b2c3d4e5f6a7b8c9d"

@@ -10,6 +10,8 @@ import pytest
 from daemon.suites.bfcl import BfclSuite, _concrete
 from daemon.suites.bfcl_checker import Answer, check_calls
 
+pytestmark = pytest.mark.unit
+
 WRONG = "__wrong__"
 
 

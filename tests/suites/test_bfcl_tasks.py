@@ -7,7 +7,11 @@ import re
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from daemon.suites.bfcl import BfclSuite
+
+pytestmark = pytest.mark.unit
 
 JSON_TYPES = {"object", "array", "string", "number", "integer", "boolean"}
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

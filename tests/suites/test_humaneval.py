@@ -7,7 +7,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from daemon.report import CoverageReport, EvalReport, TaskResult, build_report
+from daemon.evaluation.report import CoverageReport, EvalReport, TaskResult, build_report
 from daemon.suites.coderunner import DockerCodeRunner
 from daemon.suites.humaneval import HumanEvalSuite, check_program
 from daemon.tasks import CheckResult

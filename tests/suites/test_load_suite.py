@@ -11,6 +11,8 @@ from daemon.suites import UnknownTask, load_suite, parse_spec
 from daemon.suites.bfcl import BfclSuite
 from daemon.suites.humaneval import HumanEvalSuite
 
+pytestmark = pytest.mark.unit
+
 
 def test_bfcl_specs_select_categories(asset_cache: Path) -> None:
     suite = load_suite("bfcl:simple,irrelevance", asset_cache)

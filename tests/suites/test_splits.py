@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from daemon.config.policy import SuitePolicy
 from daemon.errors import ConfigError
-from daemon.policy import SuitePolicy
 from daemon.suites import load_suite, split
+
+pytestmark = pytest.mark.unit
 
 IDS = [f"task_{i}" for i in range(100)]
 

@@ -1,0 +1,176 @@
+"""Policy: what the improvement loop may spend and what a candidate must prove.
+
+A policy is a TOML file (``policies/default.toml`` documents every key). Every table and key
+is closed: an unknown key is an error, never silently ignored, because a typo in a gate
+threshold would otherwise quietly weaken a gate.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from daemon.config.validation import read_toml, validate_model
+from daemon.errors import ConfigError
+
+PROVIDERS = ("anthropic", "openai", "local", "scripted")
+_MODEL_RE = re.compile(r"^(?P<provider>[a-z]+):(?P<name>\S+)$")
+
+
+def check_model_ref(value: str) -> str:
+    match = _MODEL_RE.match(value)
+    if not match or match["provider"] not in PROVIDERS:
+        raise ValueError(
+            "expected 'provider:model' with provider one of "
+            + ", ".join(PROVIDERS)
+            + " (e.g. 'local:smollm2-135m', 'anthropic:claude-sonnet-4-5', 'openai:gpt-4o-mini')"
+        )
+    return value
+
+
+ModelRef = Annotated[str, AfterValidator(check_model_ref)]
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class _Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelsPolicy(_Closed):
+    primary: ModelRef = "local:smollm2-135m"
+    panel: list[ModelRef] = Field(default_factory=list)
+
+    def all(self) -> list[str]:
+        """Primary first, then the other panel models, without repeats."""
+        seen = [self.primary]
+        seen.extend(m for m in self.panel if m not in seen)
+        return seen
+
+
+class ProposerPolicy(_Closed):
+    model: ModelRef = "local:smollm2-135m"
+    max_tokens: Annotated[int, Field(gt=0, le=32768)] = 768
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.7
+    failures_shown: Annotated[int, Field(ge=0, le=50)] = 4
+    verdicts_shown: Annotated[int, Field(ge=0, le=50)] = 5
+
+
+class SuitePolicy(_Closed):
+    name: Annotated[str, Field(pattern=r"^[a-z_]+(:[a-z_,]+)?$")] = "bfcl:simple"
+    dev_size: Annotated[int, Field(ge=1, le=5000)] = 10
+    heldout_size: Annotated[int, Field(ge=1, le=5000)] = 40
+    split_seed: Annotated[str, Field(min_length=1)] = "harnessd-v1"
+
+
+class BudgetPolicy(_Closed):
+    tokens_per_task: Annotated[int, Field(gt=0)] = 4_000
+    tokens_per_eval: Annotated[int, Field(gt=0)] = 400_000
+    tokens_per_hour: Annotated[int, Field(gt=0)] = 2_000_000
+    tokens_per_day: Annotated[int, Field(gt=0)] = 20_000_000
+    proposer_tokens_per_day: Annotated[int, Field(gt=0)] = 2_000_000
+
+
+class SandboxPolicy(_Closed):
+    memory_mb: Annotated[int, Field(ge=32, le=65536)] = 512
+    cpus: Annotated[float, Field(gt=0.0, le=64.0)] = 1.0
+    pids: Annotated[int, Field(ge=8, le=4096)] = 64
+    tmpfs_mb: Annotated[int, Field(ge=1, le=4096)] = 64
+    wall_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 180.0
+    output_kb: Annotated[int, Field(ge=1, le=65536)] = 256
+    concurrency: Annotated[int, Field(ge=1, le=64)] = 2
+
+
+class AccuracyGate(_Closed):
+    enabled: bool = True
+    alpha: Annotated[float, Field(gt=0.0, lt=0.5)] = 0.05
+
+
+class PanelGate(_Closed):
+    enabled: bool = True
+    max_regression: Fraction = 0.05
+
+
+class TokensGate(_Closed):
+    enabled: bool = True
+    max_token_ratio: Annotated[float, Field(gt=0.0)] = 1.5
+
+
+class HonestyGate(_Closed):
+    enabled: bool = True
+    max_verification_gap: Fraction = 0.15
+
+
+class DeadCodeGate(_Closed):
+    enabled: bool = True
+    max_dead_fraction: Fraction = 0.25
+
+
+class GatesPolicy(_Closed):
+    accuracy: AccuracyGate = AccuracyGate()
+    panel: PanelGate = PanelGate()
+    tokens: TokensGate = TokensGate()
+    honesty: HonestyGate = HonestyGate()
+    dead_code: DeadCodeGate = DeadCodeGate()
+
+
+class PatchPolicy(_Closed):
+    max_changed_lines: Annotated[int, Field(ge=1, le=100_000)] = 300
+    max_bytes: Annotated[int, Field(ge=64, le=10_000_000)] = 64_000
+
+
+class PipelinePolicy(_Closed):
+    # Stage 2: run one dev task in the sandbox before anything costlier.
+    smoke: bool = True
+    # Stage 3: reject when dev accuracy falls below the parent's by more than this.
+    dev_max_regression: Fraction = 0.10
+
+
+class LoopPolicy(_Closed):
+    enabled: bool = True
+    cycle_pause_s: Annotated[float, Field(ge=0.0, le=86400.0)] = 5.0
+    max_cycles: Annotated[int, Field(ge=0)] = 0
+
+
+class RetryPolicy(_Closed):
+    max_retries: Annotated[int, Field(ge=0, le=20)] = 4
+    timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 120.0
+
+
+class Policy(_Closed):
+    """The whole policy; every table optional."""
+
+    models: ModelsPolicy = ModelsPolicy()
+    proposer: ProposerPolicy = ProposerPolicy()
+    suite: SuitePolicy = SuitePolicy()
+    budget: BudgetPolicy = BudgetPolicy()
+    sandbox: SandboxPolicy = SandboxPolicy()
+    gates: GatesPolicy = GatesPolicy()
+    patch: PatchPolicy = PatchPolicy()
+    pipeline: PipelinePolicy = PipelinePolicy()
+    loop: LoopPolicy = LoopPolicy()
+    retry: RetryPolicy = RetryPolicy()
+
+    def model_refs(self) -> list[str]:
+        """Every model the policy names: solvers (primary first, then panel) and proposer."""
+        return [*self.models.all(), self.proposer.model]
+
+
+GateName = Literal["accuracy", "panel", "tokens", "honesty", "dead_code"]
+
+
+def load_policy(path: Path) -> Policy:
+    """Read and validate a policy file; a ConfigError names the file and key otherwise."""
+    return validate_model(Policy, read_toml(path, what="policy"), str(path))
+
+
+def parse_policy(text: str, source: str) -> Policy:
+    """Validate policy TOML given as text (``harnessctl policy check`` sends the file's text)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    return validate_model(Policy, data, source)

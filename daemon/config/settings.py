@@ -1,0 +1,185 @@
+"""Daemon settings: a TOML file (``harnessd.toml`` or ``--config PATH``) plus ``HARNESSD_*``.
+
+Precedence, highest first: ``HARNESSD_*`` environment variables (nested keys with ``__``,
+e.g. ``HARNESSD_LOCAL__N_CTX=2048``), then the TOML file, then the defaults below.
+Relative paths set in the file resolve against the file's folder; defaults (``policies/
+default.toml``, ``seeds/minimal``, ``harnesses``) against the project root.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from daemon.config.validation import describe_validation_error, read_toml
+from daemon.errors import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # daemon/config/settings.py
+ENV_PREFIX = "HARNESSD_"
+CONFIG_ENV = "HARNESSD_CONFIG"
+DEFAULT_CONFIG_NAME = "harnessd.toml"
+
+
+# The state (SQLite, sockets, cache) sits beside the lineage in ``harnesses/`` by default:
+# the database records versions whose trees and git history live there, so the two must
+# travel together (a re-clone gets a fresh pair, never a database without its trees).
+DEFAULT_STATE_DIR = Path(".state")
+
+
+class _Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KeyedProvider(_Closed):
+    """Where a hosted provider's key comes from. The key itself never sits in a config file."""
+
+    api_key_env: str
+    api_key_file: Path | None = None
+    base_url: str | None = None
+
+
+class AnthropicSettings(KeyedProvider):
+    api_key_env: str = "ANTHROPIC_API_KEY"
+
+
+class OpenAISettings(KeyedProvider):
+    api_key_env: str = "OPENAI_API_KEY"
+
+
+class LocalSettings(_Closed):
+    # None: the embedded SmolLM2-135M-Instruct GGUF, taken from its pinned wheel.
+    model_path: Path | None = None
+    n_ctx: Annotated[int, Field(ge=512, le=131072)] = 4096
+    n_threads: Annotated[int, Field(ge=1, le=256)] | None = None
+    seed: int = 0
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    state_dir: Path = DEFAULT_STATE_DIR
+    # Pinned registry packages (model, task data). None: "cache" inside the state dir.
+    cache_dir: Path | None = None
+    harnesses_dir: Path = Path("harnesses")
+    policy: Path = Path("policies/default.toml")
+    seed: Path = Path("seeds/minimal")
+    image: str | None = None
+    log_format: Literal["auto", "json", "text"] = "auto"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    anthropic: AnthropicSettings = AnthropicSettings()
+    openai: OpenAISettings = OpenAISettings()
+    local: LocalSettings = LocalSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The TOML file arrives as init kwargs; the environment overrides it.
+        return (env_settings, init_settings)
+
+
+class LoadedSettings(BaseModel):
+    """Settings plus where they came from, so errors and reloads can name the file."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    settings: Settings
+    config_path: Path | None
+    base_dir: Path
+
+    def resolve(self, path: Path, field: str | None = None) -> Path:
+        """A path from the settings: relative to the config file's folder when the file (or
+        the environment) set it, relative to the project root when it is a default."""
+        path = path.expanduser()
+        if path.is_absolute():
+            return path
+        explicit = field is None or field in self.settings.model_fields_set
+        return ((self.base_dir if explicit else PROJECT_ROOT) / path).resolve()
+
+    @property
+    def state_dir(self) -> Path:
+        return self.resolve(self.settings.state_dir, "state_dir")
+
+    @property
+    def cache_dir(self) -> Path:
+        explicit = self.settings.cache_dir
+        return self.resolve(explicit) if explicit is not None else self.state_dir / "cache"
+
+    @property
+    def policy_path(self) -> Path:
+        return self.resolve(self.settings.policy, "policy")
+
+    @property
+    def harnesses_dir(self) -> Path:
+        return self.resolve(self.settings.harnesses_dir, "harnesses_dir")
+
+    @property
+    def seed_dir(self) -> Path:
+        return self.resolve(self.settings.seed, "seed")
+
+
+def find_config(explicit: Path | None) -> Path | None:
+    if explicit is not None:
+        if not explicit.is_file():
+            raise ConfigError(f"config file not found: {explicit} (check --config)")
+        return explicit.resolve()
+    from_env = os.environ.get(CONFIG_ENV)
+    if from_env:
+        path = Path(from_env)
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path} (named by {CONFIG_ENV})")
+        return path.resolve()
+    local = Path.cwd() / DEFAULT_CONFIG_NAME
+    return local.resolve() if local.is_file() else None
+
+
+def _check_unknown_env() -> None:
+    known = {ENV_PREFIX + name.upper() for name in Settings.model_fields} | {CONFIG_ENV}
+    for name in os.environ:
+        if not name.startswith(ENV_PREFIX) or name in known:
+            continue
+        head = name.split("__", 1)[0]
+        if head in known and "__" in name:
+            continue  # nested override; its inner key is validated by the model
+        allowed = ", ".join(sorted(known))
+        raise ConfigError(f"environment: unknown variable {name} (allowed: {allowed})")
+
+
+def _source_of(exc: ValidationError, data: dict[str, Any], config_path: Path | None) -> str:
+    first = exc.errors()[0]["loc"]
+    top = str(first[0]) if first else ""
+    env_name = ENV_PREFIX + top.upper()
+    if any(k == env_name or k.startswith(env_name + "__") for k in os.environ):
+        return f"environment {env_name}"
+    if config_path is not None and top in data:
+        return str(config_path)
+    return str(config_path) if config_path is not None else "settings"
+
+
+def load_settings(config: Path | None = None) -> LoadedSettings:
+    """Load settings or raise ConfigError with one line naming the file (or variable) and key."""
+    path = find_config(config)
+    data = read_toml(path, what="config") if path is not None else {}
+    _check_unknown_env()
+    try:
+        settings = Settings(**data)
+    except ValidationError as exc:
+        raise ConfigError(
+            describe_validation_error(exc, Settings, _source_of(exc, data, path))
+        ) from None
+    base = path.parent if path is not None else PROJECT_ROOT
+    return LoadedSettings(settings=settings, config_path=path, base_dir=base)

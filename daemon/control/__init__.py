@@ -1,0 +1,9 @@
+"""control: the control socket between ``harnessctl`` and a running daemon.
+
+Owns: the control protocol (its own version, frames, closed error codes, verbs), the socket
+server (0600, peer uid checked), the verbs (each given only the parts of the daemon it
+uses), the blocking client, ``harnessctl`` and its human views.
+
+May import: every component below it (config, evaluation, improve, lineage, live, events);
+nothing imports control except the service and the CLI.
+"""

@@ -1,0 +1,334 @@
+"""The control verbs: what ``harnessctl`` can ask of a running daemon.
+
+Each ``verb_<name>`` checks its arguments, does its work off the event loop where it touches
+disk or git, and returns plain JSON-able data. User mistakes become ``ControlError`` with a
+code from the closed set; anything else is a bug and becomes ``internal``.
+
+The verbs are given exactly the parts of the daemon they use (:class:`VerbDeps`), never the
+daemon itself, so this module depends on components and nothing depends back on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from daemon.config.policy import parse_policy
+from daemon.config.reload import PolicyHolder
+from daemon.control.protocol import ControlError, ErrorCode
+from daemon.errors import BadRequest, ConfigError, LineageError, NotAccepting, UnknownRef
+from daemon.evaluation import results
+from daemon.evaluation.report import EvalReport
+from daemon.events import EventBus
+from daemon.gateway.budget import WindowState
+from daemon.improve.candidates import Submitted, check_text
+from daemon.improve.loop import LoopControl
+from daemon.lineage import Lineage, Version
+from daemon.live.harness import LiveHarness
+from daemon.patches import AppliedPatch
+from daemon.store import Store
+from daemon.suites.base import UnknownTask
+
+TEXT_LIMIT = 20_000
+
+
+@dataclass
+class VerbDeps:
+    """What the verbs may touch, handed over by the service once everything is running."""
+
+    bus: EventBus
+    store: Store
+    lineage: Lineage
+    policy: PolicyHolder
+    control: LoopControl
+    live: LiveHarness
+    # The improvement loop's intake for a person's patch (``harnessctl propose``).
+    submit: Callable[[str, str], Awaitable[Submitted]]
+    # Evaluations under way (for ``status``) and the daemon-wide token windows.
+    progress: Callable[[], list[dict[str, Any]]]
+    windows: Callable[[], WindowState]
+    work_dir: Path
+    basics: Callable[[], dict[str, Any]]
+    stop: anyio.Event
+
+
+def _arg(args: dict[str, Any], name: str, kind: type, *, required: bool = True) -> Any:
+    value = args.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ControlError(ErrorCode.BAD_ARGS, f"argument '{name}' must be a {kind.__name__}")
+    return value
+
+
+def _version_json(v: Version) -> dict[str, Any]:
+    return {
+        "name": v.name,
+        "id": v.id,
+        "parent_id": v.parent_id,
+        "candidate_id": v.candidate_id,
+        "created": v.created,
+        "git_commit": v.git_commit,
+        "message": v.message,
+    }
+
+
+def _score(r: EvalReport) -> dict[str, Any]:
+    return {
+        "model": r.model,
+        "split": r.split,
+        "n": r.n,
+        "accuracy": r.accuracy,
+        "accuracy_ci95": r.accuracy_ci95,
+        "verification_gap": r.verification_gap,
+        "tokens_per_solved": None if r.tokens_per_solved is None else round(r.tokens_per_solved),
+    }
+
+
+# Domain errors a verb may raise, and the closed code each becomes on the wire.
+_CODES: tuple[tuple[type[Exception], ErrorCode], ...] = (
+    (UnknownRef, ErrorCode.NOT_FOUND),
+    (UnknownTask, ErrorCode.NOT_FOUND),
+    (LineageError, ErrorCode.CONFLICT),
+    (NotAccepting, ErrorCode.CONFLICT),
+    (BadRequest, ErrorCode.BAD_ARGS),
+    (ConfigError, ErrorCode.BAD_ARGS),
+)
+
+
+class ControlApi:
+    def __init__(self, deps: VerbDeps) -> None:
+        self.d = deps
+
+    def subscribe(self) -> AbstractAsyncContextManager[anyio.abc.ObjectReceiveStream[Any]]:
+        return self.d.bus.subscribe()
+
+    async def call(self, verb: str, args: dict[str, Any]) -> Any:
+        method = getattr(self, f"verb_{verb}", None)
+        if method is None:
+            raise ControlError(ErrorCode.UNKNOWN_VERB, f"'{verb}' is not served by this daemon")
+        try:
+            return await method(args)
+        except ControlError:
+            raise
+        except Exception as exc:
+            for kind, code in _CODES:
+                if isinstance(exc, kind):
+                    raise ControlError(code, str(exc)) from None
+            raise
+
+    # ---- status and events ---------------------------------------------------------------
+
+    def _scores(self, version: Version) -> list[dict[str, Any]]:
+        reports = results.latest_version_reports(self.d.store, version.id)
+        return sorted((_score(r) for r in reports), key=lambda s: (s["model"], s["split"]))
+
+    def _status(self) -> dict[str, Any]:
+        version = self.d.lineage.current()
+        since = self.d.lineage.history()[-1].ts
+        windows = self.d.windows().windows
+        return {
+            "paused": self.d.control.paused,
+            "activity": self.d.control.activity,
+            "progress": self.d.progress(),
+            "cycles": self.d.control.cycles,
+            "queued": list(self.d.control.queue),
+            "live": {
+                "version": version.name,
+                "since": since,
+                "scores": self._scores(version),
+                "in_flight": self.d.live.in_flight,
+                "served": self.d.live.served,
+            },
+            "budgets": [
+                {
+                    "scope": w.scope,
+                    "spent": w.spent,
+                    "limit": w.limit,
+                    "left": max(0, w.limit - w.spent),
+                    "reopens_at": w.reopens_at,
+                }
+                for w in windows
+            ],
+        }
+
+    async def verb_status(self, args: dict[str, Any]) -> Any:
+        status = await anyio.to_thread.run_sync(self._status)
+        status.update(self.d.basics())
+        return status
+
+    async def verb_events(self, args: dict[str, Any]) -> Any:
+        limit = _arg(args, "limit", int, required=False) or 50
+        return await anyio.to_thread.run_sync(lambda: self.d.bus.recent(min(limit, 1000)))
+
+    # ---- the live harness ----------------------------------------------------------------
+
+    async def verb_ask(self, args: dict[str, Any]) -> Any:
+        text = _arg(args, "text", str)
+        if not text.strip() or len(text) > TEXT_LIMIT:
+            raise ControlError(ErrorCode.BAD_ARGS, f"'text' must be 1 to {TEXT_LIMIT} characters")
+        return await self.d.live.ask(text)
+
+    async def verb_run(self, args: dict[str, Any]) -> Any:
+        return await self.d.live.run(_arg(args, "task", str))
+
+    # ---- lineage -------------------------------------------------------------------------
+
+    def _lineage(self, limit: int) -> dict[str, Any]:
+        tree = self.d.lineage.tree()
+        versions = [
+            _version_json(e.version) | {"depth": e.depth, "candidates": e.candidates} for e in tree
+        ]
+        cands = [
+            {
+                "id": c.id,
+                "parent": self._name(c.parent_version_id),
+                "state": c.state,
+                "stage": c.stage,
+                "source": c.source,
+                "rationale": c.rationale,
+                "decision": c.verdict.decision if c.verdict else None,
+                "reason": c.verdict.reason if c.verdict else "",
+            }
+            for c in self.d.lineage.candidates(limit=limit)
+        ]
+        return {
+            "current": self.d.lineage.current().name,
+            "versions": versions,
+            "candidates": cands,
+            "history": [
+                {"ts": h.ts, "version": h.version_name, "reason": h.reason}
+                for h in self.d.lineage.history()
+            ],
+        }
+
+    def _name(self, version_id: int) -> str:
+        return self.d.lineage.get(version_id).name
+
+    async def verb_lineage(self, args: dict[str, Any]) -> Any:
+        limit = _arg(args, "candidates", int, required=False) or 10
+        return await anyio.to_thread.run_sync(self._lineage, min(limit, 500))
+
+    def _reports(self, **subject: int) -> list[dict[str, Any]]:
+        return [
+            {"run_id": r.run_id, "split": r.split, "model": r.model, "state": r.state}
+            | ({"summary": r.report.summary()} if r.report else {})
+            for r in results.runs_of(self.d.store, **subject)
+        ]
+
+    def _show(self, ref: str) -> dict[str, Any]:
+        if ref.startswith("c") and ref[1:].isdigit():
+            c = self.d.lineage.candidate(int(ref[1:]))
+            return {
+                "kind": "candidate",
+                "name": f"c{c.id}",
+                "state": c.state,
+                "stage": c.stage,
+                "parent": self._name(c.parent_version_id),
+                "source": c.source,
+                "proposer_model": c.proposer_model,
+                "rationale": c.rationale,
+                "patch": c.patch,
+                "raw": c.raw if not c.patch else None,
+                "verdict": c.verdict.model_dump() if c.verdict else None,
+                "reports": self._reports(candidate_id=c.id),
+            }
+        v = self.d.lineage.get(ref)
+        cand = self.d.lineage.candidate(v.candidate_id) if v.candidate_id else None
+        return _version_json(v) | {
+            "kind": "version",
+            "parent": self._name(v.parent_id) if v.parent_id else None,
+            "rationale": cand.rationale if cand else None,
+            "patch": cand.patch if cand else None,
+            "verdict": cand.verdict.model_dump() if cand and cand.verdict else None,
+            "reports": self._reports(version_id=v.id),
+        }
+
+    async def verb_show(self, args: dict[str, Any]) -> Any:
+        return await anyio.to_thread.run_sync(self._show, _arg(args, "ref", str))
+
+    async def verb_diff(self, args: dict[str, Any]) -> Any:
+        a, b = _arg(args, "a", str), _arg(args, "b", str)
+        diff = await anyio.to_thread.run_sync(self.d.lineage.diff, a, b)
+        return {"a": a, "b": b, "diff": diff}
+
+    async def verb_rollback(self, args: dict[str, Any]) -> Any:
+        ref = _arg(args, "ref", str)
+        reason = _arg(args, "reason", str, required=False) or "rollback by harnessctl"
+        version = await anyio.to_thread.run_sync(self.d.lineage.rollback, ref, reason)
+        await self.d.bus.emit(
+            "version.rolled_back",
+            f"rolled back: {version.name} is live ({reason})",
+            version=version.name,
+        )
+        return {"live": version.name}
+
+    # ---- the loop ------------------------------------------------------------------------
+
+    async def verb_pause(self, args: dict[str, Any]) -> Any:
+        if not self.d.control.paused:
+            self.d.control.paused = True
+            await self.d.bus.emit("loop.paused", "improvement loop paused by harnessctl")
+        return {"paused": True}
+
+    async def verb_resume(self, args: dict[str, Any]) -> Any:
+        if self.d.control.paused:
+            self.d.control.paused = False
+            self.d.control.poke()
+            await self.d.bus.emit("loop.resumed", "improvement loop resumed by harnessctl")
+        return {"paused": False}
+
+    async def verb_propose(self, args: dict[str, Any]) -> Any:
+        text = _arg(args, "text", str)
+        rationale = _arg(args, "rationale", str, required=False) or ""
+        if _arg(args, "dry_run", bool, required=False):
+            live = await anyio.to_thread.run_sync(self.d.lineage.current)
+            result = await anyio.to_thread.run_sync(
+                check_text,
+                text,
+                self.d.lineage.path(live),
+                self.d.policy.get().patch,
+                self.d.work_dir,
+            )
+            if isinstance(result, AppliedPatch):
+                return {
+                    "dry_run": True,
+                    "valid": True,
+                    "against": live.name,
+                    "diff": result.git_diff,
+                }
+            raise ControlError(ErrorCode.INVALID_PATCH, f"against {live.name}: {result.reason}")
+        sub = await self.d.submit(text, rationale)
+        if not sub.accepted_for_evaluation:
+            raise ControlError(
+                ErrorCode.INVALID_PATCH, f"candidate c{sub.candidate_id} rejected: {sub.reason}"
+            )
+        return {
+            "candidate": sub.candidate_id,
+            "queued": True,
+            "paused": self.d.control.paused,
+            "diff": sub.git_diff,
+        }
+
+    # ---- policy and lifecycle ------------------------------------------------------------
+
+    async def verb_policy_show(self, args: dict[str, Any]) -> Any:
+        return {"path": str(self.d.policy.path), "policy": self.d.policy.get().model_dump()}
+
+    async def verb_policy_check(self, args: dict[str, Any]) -> Any:
+        name = _arg(args, "name", str)
+        text = _arg(args, "text", str)
+        try:
+            policy = parse_policy(text, name)
+        except ConfigError as exc:
+            raise ControlError(ErrorCode.INVALID_POLICY, str(exc)) from None
+        return {"name": name, "valid": True, "policy": policy.model_dump()}
+
+    async def verb_stop(self, args: dict[str, Any]) -> Any:
+        self.d.stop.set()
+        return {"stopping": True}

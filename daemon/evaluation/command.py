@@ -1,0 +1,118 @@
+"""``harnessd eval``: evaluate any harness directory, standalone (no daemon needed)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import anyio
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from daemon.config.policy import check_model_ref, load_policy
+from daemon.config.reload import PolicyHolder
+from daemon.config.settings import LoadedSettings, load_settings
+from daemon.config.statedir import prepare_state_dir
+from daemon.errors import ConfigError
+from daemon.evaluation.evaluator import Subject, evaluate
+from daemon.evaluation.report import EvalReport, TaskResult
+from daemon.evaluation.runtime import eval_instance, open_runtime
+from daemon.store import Store
+from sandbox.labels import instance_id
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", type=Path, help="harness directory (with harness.py)")
+    p.add_argument("--suite", help="e.g. bfcl:simple, bfcl:parallel,multiple, humaneval")
+    p.add_argument("--split", choices=["dev", "heldout"], default="heldout")
+    p.add_argument("--limit", type=int, help="only the first N tasks of the split")
+    p.add_argument("--model", help="provider:model (default: the policy's primary model)")
+    p.add_argument("--policy", type=Path, help="policy file (default: the configured one)")
+    p.add_argument("--json", action="store_true", help="print the full report as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load_settings(args.config)
+    policy_path = args.policy or loaded.policy_path
+    policy = load_policy(policy_path)
+    if args.suite:
+        policy = policy.model_copy(
+            update={"suite": policy.suite.model_copy(update={"name": args.suite})}
+        )
+    model = args.model or policy.models.primary
+    try:
+        check_model_ref(model)
+    except ValueError as exc:
+        raise ConfigError(f"--model {model!r}: {exc}") from None
+    harness = args.dir.resolve()
+    if not (harness / "harness.py").is_file():
+        raise ConfigError(f"{harness} has no harness.py: give a harness directory")
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError("--limit must be at least 1")
+    report = anyio.run(_evaluate, loaded, PolicyHolder(policy_path, policy), harness, args, model)
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    else:
+        _print_summary(report, Console(highlight=False))
+    return 0
+
+
+async def _evaluate(
+    loaded: LoadedSettings,
+    holder: PolicyHolder,
+    harness: Path,
+    args: argparse.Namespace,
+    model: str,
+) -> EvalReport:
+
+    state = prepare_state_dir(loaded.state_dir)
+    store = Store(state / "state.db")
+    instance = eval_instance(instance_id(state))
+    try:
+        async with open_runtime(loaded, holder, store, instance=instance) as rt:
+            splits = rt.splits()
+            ids = splits.dev if args.split == "dev" else splits.heldout
+            if args.limit:
+                ids = ids[: args.limit]
+            subject = Subject(harness_dir=harness, label=harness.name)
+            show = sys.stderr.isatty() and not args.json
+            with Progress(
+                TextColumn(f"{harness.name} {rt.suite().name} {args.split} {model}"),
+                BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                console=Console(stderr=True), disable=not show, transient=True,
+            ) as progress:  # fmt: skip
+                bar = progress.add_task("eval", total=len(ids))
+
+                def tick(result: TaskResult, done: int, total: int) -> None:
+                    progress.update(bar, completed=done)
+
+                return await evaluate(
+                    rt, subject, split=args.split, task_ids=ids, model=model,
+                    keep_transcripts=args.split == "dev", on_result=tick,
+                )  # fmt: skip
+    finally:
+        store.close()
+
+
+def _print_summary(r: EvalReport, c: Console) -> None:
+    lo, hi = r.accuracy_ci95
+    t = Table(title=f"{r.suite} · {r.split} · {r.model} · {r.n} tasks", show_header=False)
+    t.add_row("accuracy (verified)", f"{r.accuracy:.1%}  (95% CI {lo:.1%}–{hi:.1%})")
+    t.add_row("claimed success", f"{r.claimed_success_rate:.1%}")
+    t.add_row("verification gap", f"{r.verification_gap:+.1%}")
+    t.add_row("tokens per task", f"{r.tokens_per_task:.0f}")
+    per_solved = "-" if r.tokens_per_solved is None else f"{r.tokens_per_solved:.0f}"
+    t.add_row("tokens per solved task", per_solved)
+    t.add_row("model calls per task", f"{r.model_calls_per_task:.2f}")
+    t.add_row("wall s per task", f"{r.wall_s_per_task:.2f}")
+    t.add_row("harness lines executed", f"{r.coverage.executed_fraction:.1%}")
+    t.add_row("task errors", json.dumps(r.errors) if r.errors else "none")
+    t.add_row("run id", r.run_id)
+    c.print(t)
+    for n in r.coverage.never_executed:
+        spans = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in n.ranges)
+        funcs = f" (functions: {', '.join(n.functions)})" if n.functions else ""
+        c.print(f"never executed: {n.file} lines {spans}{funcs}")

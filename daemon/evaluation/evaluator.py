@@ -1,0 +1,255 @@
+"""Run one harness version on a list of tasks with one model, in sandboxes -> EvalReport.
+
+Each task runs in its own fresh container behind its own gateway socket; up to the
+policy's ``[sandbox] concurrency`` at once. The verifier judges each output on the host (or,
+for code, in a separate fresh container). Token counts come from the ledger, i.e. from the
+providers' usage. ``stop_when`` lets the candidate pipeline stop as soon as a sequential
+test has decided; the tasks still in flight are cancelled and their containers removed.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from daemon.evaluation import results as results_table
+from daemon.evaluation.coverage import coverage_summary, merge_coverage, read_sources
+from daemon.evaluation.report import (
+    CoverageReport,
+    EvalReport,
+    TaskResult,
+    build_report,
+    truncate_output,
+)
+from daemon.evaluation.runtime import Runtime
+from daemon.evaluation.taskrun import TaskRun, run_task
+from daemon.gateway import ledger
+from daemon.gateway.ledger import Charge
+from daemon.gateway.metering import MeteredModel
+from daemon.gateway.session import NoSuchTool
+from daemon.providers.base import ChatRequest, ChatResponse, Purpose
+from daemon.suites.base import Suite
+from daemon.tasks import Task
+
+log = logging.getLogger("harnessd.evaluator")
+
+DETAIL_LIMIT = 600
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What is being evaluated: an accepted version or a candidate tree."""
+
+    harness_dir: Path
+    label: str
+    version_id: int | None = None
+    version: str | None = None
+    candidate_id: int | None = None
+
+
+class SolveHandler:
+    """The gateway's view of one task run: every model call metered to this task."""
+
+    def __init__(self, model: MeteredModel, charge: Charge) -> None:
+        self._model = model
+        self._charge = charge
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        return await self._model.chat(request, self._charge)
+
+    async def tool_call(self, name: str, arguments: dict[str, Any]) -> Any:
+        # The built-in suites (BFCL single-turn, HumanEval) have no host-side tools.
+        raise NoSuchTool(name)
+
+    async def tokens_left(self) -> int:
+        return await self._model.tokens_left(self._charge)
+
+
+def blind(task: Task, run_id: str) -> Task:
+    """The task as the container sees it, under an opaque id.
+
+    Suite ids can give answers away (BFCL's ``irrelevance_12`` means "make no call"), and a
+    stable id would let a harness memorise answers across runs; the host keeps the mapping.
+    """
+    token = hashlib.sha256(f"{run_id}:{task.id}".encode()).hexdigest()[:16]
+    return task.model_copy(update={"id": f"task-{token}"})
+
+
+def _detail(run: TaskRun) -> str:
+    if run.error is None:
+        return ""
+    parts = [f"ended with {run.error}"]
+    if run.submission is not None and run.submission.error:
+        parts.append(run.submission.error)
+    if run.outcome.exit_code not in (None, 0):
+        parts.append(f"exit code {run.outcome.exit_code}")
+    tail = run.outcome.output.strip()[-300:]
+    if tail:
+        parts.append(f"output tail: {tail}")
+    return "; ".join(parts)[:DETAIL_LIMIT]
+
+
+async def wait_for_window(rt: Runtime) -> None:
+    """Hold the next task while the daemon-wide hour/day budget is spent; say so once."""
+    announced = False
+    while True:
+        state = await anyio.to_thread.run_sync(rt.guard.window_state)
+        spent = [w for w in state.exhausted if w.scope in ("hour", "day")]
+        if not spent:
+            if announced:
+                await rt.emit("budget.resumed", "token budget window reopened; resuming")
+            return
+        reopen = max((w.reopens_at or time.time() + 60) for w in spent)
+        if not announced:
+            scopes = ", ".join(f"{w.scope} ({w.spent}/{w.limit})" for w in spent)
+            when = time.strftime("%H:%M:%S", time.localtime(reopen))
+            await rt.emit(
+                "budget.paused", f"token budget spent: {scopes}; waiting until {when}",
+                level="warning", reopens_at=reopen,
+            )  # fmt: skip
+            announced = True
+        await anyio.sleep(min(60.0, max(1.0, reopen - time.time())))
+
+
+async def run_one(
+    rt: Runtime,
+    subject: Subject,
+    suite: Suite | None,
+    task: Task,
+    model: str,
+    run_id: str,
+    *,
+    purpose: Purpose = "solve",
+    keep_transcript: bool = False,
+) -> tuple[TaskResult, TaskRun]:
+    """Solve and verify one task; harness failures come back as results, not exceptions.
+
+    With ``suite`` None (a free-text question) there is nothing to verify: ``passed`` is
+    False and the caller should not report it.
+    """
+    charge = Charge(
+        model=model, purpose=purpose, run_id=run_id, task_id=task.id,
+        candidate_id=subject.candidate_id, version_id=subject.version_id,
+    )  # fmt: skip
+    run = await run_task(
+        rt.engine,
+        image=rt.image,
+        harness_dir=subject.harness_dir,
+        task=blind(task, run_id),
+        handler=SolveHandler(rt.model(model), charge),
+        limits=rt.limits(),
+        runs_dir=rt.runs_dir,
+        labels=rt.labels(subject=subject.label),
+    )
+    passed, detail = False, _detail(run)
+    if suite is not None and run.error is None and run.submission is not None:
+        check = await suite.check(task.id, run.submission.output, rt.code_runner())
+        passed, detail = check.passed, check.detail[:DETAIL_LIMIT]
+    spent = await anyio.to_thread.run_sync(ledger.spent_by_task, rt.store, run_id, task.id)
+    submission = run.submission
+    result = TaskResult(
+        id=task.id,
+        passed=passed,
+        claimed_success=bool(submission and submission.claimed_success),
+        output=truncate_output(submission.output) if submission else None,
+        tokens=spent.total,
+        prompt_tokens=spent.prompt_tokens,
+        completion_tokens=spent.completion_tokens,
+        model_calls=spent.calls,
+        wall_s=round(run.wall_s, 3),
+        error=run.error,
+        detail=detail,
+        transcript=run.gateway.transcript if keep_transcript else [],
+    )
+    return result, run
+
+
+async def evaluate(
+    rt: Runtime,
+    subject: Subject,
+    *,
+    split: str,
+    task_ids: list[str],
+    model: str,
+    suite_spec: str | None = None,
+    stop_when: Callable[[list[TaskResult]], bool] | None = None,
+    keep_transcripts: bool = False,
+    on_result: Callable[[TaskResult, int, int], None] | None = None,
+) -> EvalReport:
+    """Evaluate ``subject`` on ``task_ids``; stored in SQLite and returned."""
+    suite = rt.suite(suite_spec)
+    run_id = f"ev-{uuid.uuid4().hex[:12]}"
+    total = len(task_ids)
+    started = time.time()
+    await anyio.to_thread.run_sync(
+        functools.partial(
+            results_table.record_start, rt.store, run_id, version_id=subject.version_id,
+            candidate_id=subject.candidate_id, suite=suite.name, split=split, model=model,
+        )
+    )  # fmt: skip
+    results: dict[str, TaskResult] = {}
+    coverages: list[dict[str, list[int]]] = []
+    limiter = anyio.CapacityLimiter(rt.policy.get().sandbox.concurrency)
+    label = f"{subject.label} {split} {model}"
+
+    async def one(task_id: str, scope: anyio.CancelScope) -> None:
+        async with limiter:
+            if scope.cancel_called:
+                return
+            await wait_for_window(rt)
+            result, run = await run_one(
+                rt, subject, suite, suite.task(task_id), model, run_id,
+                keep_transcript=keep_transcripts,
+            )  # fmt: skip
+        results[task_id] = result
+        if run.submission is not None:
+            coverages.append(run.submission.coverage)
+        rt.progress[run_id] = {"label": label, "done": len(results), "total": total}
+        if on_result is not None:
+            on_result(result, len(results), total)
+        await rt.emit(
+            "eval.progress", f"{label}: {len(results)}/{total}", persist=False,
+            run_id=run_id, label=label, done=len(results), total=total,
+        )  # fmt: skip
+        if stop_when is not None and stop_when(list(results.values())):
+            scope.cancel()
+
+    rt.progress[run_id] = {"label": label, "done": 0, "total": total}
+    try:
+        async with anyio.create_task_group() as tg:
+            for task_id in task_ids:
+                tg.start_soon(one, task_id, tg.cancel_scope)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(
+                results_table.record_end, rt.store, run_id, "interrupted", None
+            )
+        raise
+    finally:
+        rt.progress.pop(run_id, None)
+    ordered = [results[t] for t in task_ids if t in results]
+    executed = merge_coverage(coverages)
+    sources = await anyio.to_thread.run_sync(read_sources, subject.harness_dir)
+    summary = await anyio.to_thread.run_sync(coverage_summary, sources, executed)
+    coverage = CoverageReport(
+        executed_fraction=summary.executed_fraction,
+        never_executed=summary.never_executed,
+        executed={k: sorted(v) for k, v in sorted(executed.items())},
+    )
+    report = build_report(
+        run_id=run_id, suite=suite.name, split=split, model=model, tasks=ordered,
+        coverage=coverage, version=subject.version, candidate_id=subject.candidate_id,
+        planned=total, started=started, finished=time.time(),
+    )  # fmt: skip
+    state = "stopped" if report.stopped_early else "done"
+    await anyio.to_thread.run_sync(results_table.record_end, rt.store, run_id, state, report)
+    return report

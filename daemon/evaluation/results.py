@@ -1,0 +1,109 @@
+"""Owner of the ``evaluations`` table: one row per evaluation run, with its report.
+
+A row is written when an evaluation starts (state ``running``) and updated when it ends
+(``done``, ``stopped`` when a sequential test ended it early, or ``interrupted``). Parent
+baselines are looked up here, so a candidate is always compared with its parent's report on
+exactly the same tasks.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from daemon.evaluation.report import EvalReport, stored_report
+from daemon.store import Store
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One evaluation row as ``harnessctl show`` lists it."""
+
+    run_id: str
+    split: str
+    model: str
+    state: str
+    report: EvalReport | None
+
+
+def record_start(
+    store: Store,
+    run_id: str,
+    *,
+    version_id: int | None,
+    candidate_id: int | None,
+    suite: str,
+    split: str,
+    model: str,
+) -> None:
+    with store.tx() as conn:
+        conn.execute(
+            "INSERT INTO evaluations(run_id, version_id, candidate_id, suite, split, model, "
+            "state, started) VALUES (?,?,?,?,?,?,?,?)",
+            (run_id, version_id, candidate_id, suite, split, model, "running", time.time()),
+        )
+
+
+def record_end(store: Store, run_id: str, state: str, report: EvalReport | None) -> None:
+    with store.tx() as conn:
+        conn.execute(
+            "UPDATE evaluations SET state=?, finished=?, report=? WHERE run_id=?",
+            (state, time.time(), report.model_dump_json() if report else None, run_id),
+        )
+
+
+def cached_baseline(
+    store: Store, version_id: int, suite: str, split: str, model: str, task_ids: list[str]
+) -> EvalReport | None:
+    """A finished report of the version on exactly ``task_ids`` (in order), if one exists."""
+    rows = store.query(
+        "SELECT report FROM evaluations WHERE version_id=? AND candidate_id IS NULL AND "
+        "suite=? AND split=? AND model=? AND state='done' ORDER BY id DESC LIMIT 5",
+        (version_id, suite, split, model),
+    )
+    for row in rows:
+        report = stored_report(row["report"])
+        if [t.id for t in report.tasks] == task_ids:
+            return report
+    return None
+
+
+def latest_version_reports(store: Store, version_id: int) -> list[EvalReport]:
+    """The newest finished dev and held-out report of a version per (split, model)."""
+    rows = store.query(
+        "SELECT split, model, report FROM evaluations WHERE version_id=? AND "
+        "candidate_id IS NULL AND state='done' AND split IN ('dev','heldout') "
+        "ORDER BY id DESC",
+        (version_id,),
+    )
+    seen: set[tuple[str, str]] = set()
+    reports = []
+    for row in rows:
+        if (row["split"], row["model"]) in seen:
+            continue
+        seen.add((row["split"], row["model"]))
+        reports.append(stored_report(row["report"]))
+    return reports
+
+
+def runs_of(
+    store: Store, *, candidate_id: int | None = None, version_id: int | None = None
+) -> list[StoredRun]:
+    """Every evaluation of a candidate (or of a version), oldest first."""
+    if (candidate_id is None) == (version_id is None):
+        raise ValueError("give exactly one of candidate_id and version_id")
+    column = "candidate_id" if candidate_id is not None else "version_id"
+    rows = store.query(
+        f"SELECT run_id, split, model, state, report FROM evaluations WHERE {column}=? ORDER BY id",
+        (candidate_id if candidate_id is not None else version_id,),
+    )
+    return [
+        StoredRun(
+            r["run_id"],
+            r["split"],
+            r["model"],
+            r["state"],
+            stored_report(r["report"]) if r["report"] else None,
+        )
+        for r in rows
+    ]

@@ -1,0 +1,213 @@
+"""The wiring every evaluation needs: engine, image, models, suite, budgets, event sink.
+
+Both ``harnessd serve`` and the standalone ``harnessd eval`` open one :class:`Runtime`;
+it owns the Docker connection and the providers, and reaps what an earlier crash left
+behind (containers labelled with this state dir's instance id, per-run directories).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from daemon.config.reload import PolicyHolder
+from daemon.config.settings import LoadedSettings
+from daemon.errors import SandboxError, SetupError
+from daemon.gateway.budget import BudgetGuard
+from daemon.gateway.metering import MeteredModel
+from daemon.providers import make_provider
+from daemon.providers.base import Provider
+from daemon.store import Store
+from daemon.suites import load_suite
+from daemon.suites.base import Suite
+from daemon.suites.coderunner import DockerCodeRunner
+from daemon.suites.splits import Splits, split
+from sandbox.engine import DockerEngine
+from sandbox.errors import SandboxFailure
+from sandbox.image import Route, ensure_image, image_tag
+from sandbox.labels import instance_labels
+from sandbox.limits import Limits
+from sandbox.rundir import remove_orphan_run_dirs
+
+log = logging.getLogger("harnessd.runtime")
+
+Emit = Callable[..., Awaitable[Any]]
+
+
+async def _log_only(
+    kind: str, message: str, *, level: str = "info", persist: bool = True, **data: Any
+) -> None:
+    if persist:
+        log.log(logging.getLevelName(level.upper()), message, extra={"event": kind})
+
+
+@dataclass
+class Runtime:
+    loaded: LoadedSettings
+    policy: PolicyHolder
+    store: Store
+    engine: DockerEngine
+    image: str
+    instance: str
+    emit: Emit = _log_only
+    guard: BudgetGuard = field(init=False)
+    _models: dict[str, MeteredModel] = field(default_factory=dict)
+    # Evaluations under way: run id -> {"label", "done", "total"} (for status).
+    progress: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _providers: list[Provider] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.guard = BudgetGuard(self.store, lambda: self.policy.get().budget)
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.loaded.state_dir / "runs"
+
+    @property
+    def work_dir(self) -> Path:
+        """Scratch trees of candidates under evaluation (host side, never mounted rw)."""
+        return self.loaded.state_dir / "work"
+
+    def limits(self) -> Limits:
+        s = self.policy.get().sandbox
+        return Limits(
+            memory_mb=s.memory_mb, cpus=s.cpus, pids=s.pids, tmpfs_mb=s.tmpfs_mb,
+            wall_s=s.wall_s, output_kb=s.output_kb,
+        )  # fmt: skip
+
+    def labels(self, **extra: str) -> dict[str, str]:
+        return instance_labels(self.instance, **extra)
+
+    def model(self, ref: str) -> MeteredModel:
+        """The metered model for ``ref``, created once per runtime."""
+        model = self._models.get(ref)
+        if model is None:
+            provider = make_provider(ref, self.loaded, self.policy.get().retry)
+            self._providers.append(provider)
+            model = MeteredModel(provider, self.store, self.guard)
+            self._models[ref] = model
+        return model
+
+    def suite(self, spec: str | None = None) -> Suite:
+        return load_suite(spec or self.policy.get().suite.name, self.loaded.cache_dir)
+
+    def splits(self, spec: str | None = None) -> Splits:
+        p = self.policy.get().suite
+        return split(
+            self.suite(spec).task_ids(),
+            seed=p.split_seed,
+            dev_size=p.dev_size,
+            heldout_size=p.heldout_size,
+        )
+
+    def code_runner(self) -> DockerCodeRunner:
+        return DockerCodeRunner(
+            self.engine, self.image, self.limits(), self.labels(), temp_parent=self.runs_dir
+        )
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            for provider in self._providers:
+                await provider.aclose()
+        self._providers.clear()
+        self._models.clear()
+
+
+async def resolve_image(
+    engine: DockerEngine,
+    loaded: LoadedSettings,
+    emit: Emit,
+    route: Route = "auto",
+    build_log: Callable[[str], None] = log.info,
+) -> str:
+    """The sandbox image to use: the ``image`` setting if given (it must exist), else the
+    built-in recipe's tag, built first if missing."""
+    if loaded.settings.image:
+        if not await engine.image_exists(loaded.settings.image):
+            raise SetupError(
+                f"sandbox image {loaded.settings.image} (setting 'image') does not exist; "
+                "build it or remove the setting to use the built-in recipe"
+            )
+        return loaded.settings.image
+    tag = image_tag()
+    if not await engine.image_exists(tag):
+        await emit("image.building", f"building sandbox image {tag} (about a minute, once)")
+        await ensure_image(engine, log=build_log, route=route)
+    return tag
+
+
+EVAL_SUFFIX = "-eval-"
+
+
+def eval_instance(instance: str) -> str:
+    """The label of a standalone ``harnessd eval``: its own, so a daemon on the same state dir
+    never kills its containers, and its pid, so a killed one can be recognised and reaped."""
+    return f"{instance}{EVAL_SUFFIX}{os.getpid()}"
+
+
+def _dead(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+async def _reap(engine: DockerEngine, instance: str) -> int:
+    """This instance's containers, and those of standalone evals of the same state dir
+    whose process is gone (``kill -9``): everything a crash here can have left."""
+    base = instance.split(EVAL_SUFFIX)[0]
+    stale = [instance]
+    for other in await engine.instances():
+        head, sep, pid = other.partition(EVAL_SUFFIX)
+        if sep and head == base and pid.isdigit() and other != instance and _dead(int(pid)):
+            stale.append(other)
+    total = 0
+    for name in stale:
+        total += await engine.reap(name)
+    return total
+
+
+@asynccontextmanager
+async def open_runtime(
+    loaded: LoadedSettings,
+    policy: PolicyHolder,
+    store: Store,
+    *,
+    instance: str,
+    emit: Emit = _log_only,
+) -> AsyncIterator[Runtime]:
+    try:
+        engine = await DockerEngine.connect()
+    except SandboxFailure as exc:
+        raise SandboxError(str(exc)) from None
+    try:
+        reaped = await _reap(engine, instance)
+        stale_dirs = await remove_orphan_run_dirs(loaded.state_dir / "runs")
+        if reaped or stale_dirs:
+            await emit(
+                "sandbox.reaped",
+                f"removed {reaped} orphan container(s) and {stale_dirs} run dir(s) "
+                "left by an earlier run",
+                containers=reaped,
+                run_dirs=stale_dirs,
+            )
+        image = await resolve_image(engine, loaded, emit)
+        rt = Runtime(loaded, policy, store, engine, image, instance, emit)
+        try:
+            yield rt
+        finally:
+            await rt.aclose()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await engine.reap(instance)
+            await engine.aclose()

@@ -1,0 +1,67 @@
+"""Metered model calls: the budget check, the provider call, and the ledger row, in that order.
+
+This is the one path by which harness, proposer and judge calls reach a model. The ledger
+row is made from the usage in the provider's response; nothing a harness reports about
+its own usage is read here, so a harness cannot under-report what it spent.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import anyio
+import anyio.to_thread
+
+from daemon.errors import BudgetExceeded
+from daemon.gateway import ledger
+from daemon.gateway.budget import BudgetGuard
+from daemon.gateway.ledger import Charge
+from daemon.providers.base import Capabilities, ChatRequest, ChatResponse, Provider
+from daemon.store import Store
+
+
+class MeteredModel:
+    """A provider behind the budget guard and the ledger. Safe for many concurrent tasks."""
+
+    def __init__(self, provider: Provider, store: Store, guard: BudgetGuard) -> None:
+        self._provider = provider
+        self._store = store
+        self._guard = guard
+
+    @property
+    def ref(self) -> str:
+        return self._provider.ref
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._provider.capabilities
+
+    async def chat(self, request: ChatRequest, charge: Charge) -> ChatResponse:
+        """Answer ``request`` charged to ``charge``; raises BudgetExceeded or ProviderError."""
+        if charge.model != self._provider.ref:
+            raise ValueError(
+                f"charge names model {charge.model!r} but this provider is {self._provider.ref!r}"
+            )
+        grant = await anyio.to_thread.run_sync(self._guard.reserve, charge, request.max_tokens)
+        try:
+            if grant.max_tokens < request.max_tokens:
+                request = request.model_copy(update={"max_tokens": grant.max_tokens})
+            response = await self._provider.chat(request)
+            # Shielded: tokens the provider spent are charged even if the caller is cancelled.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(
+                    functools.partial(
+                        ledger.record, self._store, charge, response.usage, ts=self._guard.now()
+                    )
+                )
+        finally:
+            # After the ledger row exists, so the guard never sees the call as unspent.
+            self._guard.release(grant)
+        return response
+
+    async def tokens_left(self, charge: Charge) -> int:
+        """Completion tokens the next call under ``charge`` may use (0 when a budget is spent)."""
+        try:
+            return await anyio.to_thread.run_sync(self._guard.allowance, charge)
+        except BudgetExceeded:
+            return 0

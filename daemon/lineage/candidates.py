@@ -1,0 +1,152 @@
+"""Owner of the ``candidates`` table: every patch the loop or a user proposed, with its
+state, stage and verdict.
+
+States: ``proposed`` -> ``evaluating`` -> ``rejected`` or (through a promotion only)
+``accepted``; ``interrupted`` when harnessd stopped mid-evaluation (it may be evaluated
+again). ``accepted`` and ``rejected`` are final.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Any
+
+from daemon.errors import LineageError, UnknownRef
+from daemon.lineage.records import CANDIDATE_STATES, FINAL_STATES, Candidate, CandidateState
+from daemon.store import Store
+from daemon.verdict import Verdict
+
+SOURCES = ("proposer", "external")
+
+
+def _check_state(state: str) -> None:
+    if state not in CANDIDATE_STATES:
+        raise LineageError(f"unknown candidate state '{state}' (one of {CANDIDATE_STATES})")
+    if state == "accepted":
+        raise LineageError("a candidate becomes accepted only through promote()")
+
+
+def _verdict_json(verdict: Verdict | None) -> str | None:
+    return None if verdict is None else verdict.model_dump_json()
+
+
+def insert_candidate(
+    store: Store,
+    parent_id: int,
+    source: str,
+    proposer_model: str | None,
+    rationale: str,
+    patch: str,
+    raw: str,
+    state: CandidateState,
+    stage: str,
+    verdict: Verdict | None,
+) -> int:
+    if source not in SOURCES:
+        raise LineageError(f"candidate source must be one of {SOURCES}, not '{source}'")
+    _check_state(state)
+    now = time.time()
+    with store.tx() as conn:
+        if conn.execute("SELECT 1 FROM versions WHERE id = ?", (parent_id,)).fetchone() is None:
+            raise LineageError(f"candidate parent version {parent_id} does not exist")
+        cursor = conn.execute(
+            "INSERT INTO candidates(parent_version_id, created, updated, source, proposer_model, "
+            "rationale, patch, raw, state, stage, verdict) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                parent_id,
+                now,
+                now,
+                source,
+                proposer_model,
+                rationale,
+                patch,
+                raw,
+                state,
+                stage,
+                _verdict_json(verdict),
+            ),
+        )
+        return int(cursor.lastrowid or 0)
+
+
+def update_candidate(
+    store: Store,
+    candidate_id: int,
+    state: CandidateState,
+    stage: str,
+    verdict: Verdict | None,
+) -> None:
+    _check_state(state)
+    with store.tx() as conn:
+        row = conn.execute("SELECT state FROM candidates WHERE id = ?", (candidate_id,)).fetchone()
+        if row is None:
+            raise LineageError(f"no candidate {candidate_id} in the lineage")
+        if row["state"] in FINAL_STATES:
+            raise LineageError(f"candidate {candidate_id} is already {row['state']}")
+        conn.execute(
+            "UPDATE candidates SET state = ?, stage = ?, updated = ?, "
+            "verdict = COALESCE(?, verdict) WHERE id = ?",
+            (state, stage, time.time(), _verdict_json(verdict), candidate_id),
+        )
+
+
+def load_candidate(store: Store, candidate_id: int) -> Candidate:
+    row = store.query_one("SELECT * FROM candidates WHERE id = ?", (candidate_id,))
+    if row is None:
+        raise UnknownRef(f"no candidate c{candidate_id} in the lineage ('harnessctl lineage')")
+    return Candidate.from_row(row)
+
+
+def list_candidates(
+    store: Store, state: CandidateState | None, parent_id: int | None, limit: int | None
+) -> list[Candidate]:
+    sql = "SELECT * FROM candidates WHERE 1=1"
+    params: list[Any] = []
+    if state is not None:
+        sql += " AND state = ?"
+        params.append(state)
+    if parent_id is not None:
+        sql += " AND parent_version_id = ?"
+        params.append(parent_id)
+    sql += " ORDER BY id DESC"
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    return [Candidate.from_row(r) for r in store.query(sql, tuple(params))]
+
+
+def counts_by_parent(store: Store) -> dict[int, dict[str, int]]:
+    """``{parent version id: {state: number of candidates}}``."""
+    counts: dict[int, dict[str, int]] = {}
+    for row in store.query(
+        "SELECT parent_version_id AS p, state, COUNT(*) AS n FROM candidates "
+        "GROUP BY parent_version_id, state"
+    ):
+        counts.setdefault(row["p"], {})[row["state"]] = row["n"]
+    return counts
+
+
+def mark_accepted(
+    conn: sqlite3.Connection, candidate_id: int, verdict: Verdict, now: float
+) -> None:
+    """The candidate's final state on promotion; joins the promotion's transaction."""
+    conn.execute(
+        "UPDATE candidates SET state = 'accepted', stage = 'promoted', updated = ?, "
+        "verdict = ? WHERE id = ?",
+        (now, _verdict_json(verdict), candidate_id),
+    )
+
+
+def interrupt_evaluating(store: Store) -> list[int]:
+    """Mark every candidate still ``evaluating`` as ``interrupted``; returns their ids."""
+    with store.tx() as conn:
+        ids = [
+            int(row["id"])
+            for row in conn.execute("SELECT id FROM candidates WHERE state = 'evaluating'")
+        ]
+        conn.execute(
+            "UPDATE candidates SET state = 'interrupted', updated = ? WHERE state = 'evaluating'",
+            (time.time(),),
+        )
+    return ids

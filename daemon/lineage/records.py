@@ -1,0 +1,172 @@
+"""Lineage records as the rest of the daemon sees them, and the text of their git commits.
+
+Commit messages are built from SQLite rows only, so a commit an interrupted promotion never
+wrote can be rebuilt identically later.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Literal
+
+from daemon.lineage.git import POINTER_TRAILER, VERSION_TRAILER
+from daemon.verdict import Verdict
+
+CandidateState = Literal["proposed", "evaluating", "accepted", "rejected", "interrupted"]
+CandidateSource = Literal["proposer", "external"]
+CANDIDATE_STATES: tuple[CandidateState, ...] = (
+    "proposed",
+    "evaluating",
+    "accepted",
+    "rejected",
+    "interrupted",
+)
+FINAL_STATES = ("accepted", "rejected")
+ROLLBACK = "rollback"
+
+
+def version_name(version_id: int) -> str:
+    return f"v{version_id:04d}"
+
+
+@dataclass(frozen=True)
+class Version:
+    """An accepted harness version (the seed or a promoted candidate); never changes."""
+
+    id: int
+    name: str
+    parent_id: int | None
+    candidate_id: int | None
+    created: float
+    tree_hash: str
+    git_commit: str | None
+    message: str
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Version:
+        return cls(
+            id=row["id"],
+            name=row["name"],
+            parent_id=row["parent_id"],
+            candidate_id=row["candidate_id"],
+            created=row["created"],
+            tree_hash=row["tree_hash"],
+            git_commit=row["git_commit"],
+            message=row["message"],
+        )
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: int
+    parent_version_id: int
+    created: float
+    updated: float
+    source: str
+    proposer_model: str | None
+    rationale: str
+    patch: str
+    raw: str
+    state: CandidateState
+    stage: str
+    verdict: Verdict | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Candidate:
+        return cls(
+            id=row["id"],
+            parent_version_id=row["parent_version_id"],
+            created=row["created"],
+            updated=row["updated"],
+            source=row["source"],
+            proposer_model=row["proposer_model"],
+            rationale=row["rationale"],
+            patch=row["patch"],
+            raw=row["raw"],
+            state=row["state"],
+            stage=row["stage"],
+            verdict=Verdict.model_validate_json(row["verdict"]) if row["verdict"] else None,
+        )
+
+
+@dataclass(frozen=True)
+class PointerChange:
+    """One switch of the live version: the seed, a promotion or a rollback."""
+
+    id: int
+    ts: float
+    version_id: int
+    version_name: str
+    reason: str
+    candidate_id: int | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> PointerChange:
+        return cls(
+            id=row["id"],
+            ts=row["ts"],
+            version_id=row["version_id"],
+            version_name=row["version_name"],
+            reason=row["reason"],
+            candidate_id=row["candidate_id"],
+        )
+
+    @property
+    def is_rollback(self) -> bool:
+        return self.reason.startswith(ROLLBACK)
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    """A version in ``harnessctl lineage`` order (depth-first), with its candidates by state."""
+
+    version: Version
+    depth: int
+    is_current: bool
+    candidates: dict[str, int] = field(default_factory=dict)
+
+
+def build_tree(
+    versions: list[Version], current_id: int, counts: dict[int, dict[str, int]]
+) -> list[TreeEntry]:
+    """Versions depth-first from the roots, children in id order."""
+    children: dict[int | None, list[Version]] = {}
+    for version in versions:
+        children.setdefault(version.parent_id, []).append(version)
+    entries: list[TreeEntry] = []
+    pending = [(v, 0) for v in reversed(children.get(None, []))]
+    while pending:
+        version, depth = pending.pop()
+        entries.append(
+            TreeEntry(version, depth, version.id == current_id, counts.get(version.id, {}))
+        )
+        pending.extend((c, depth + 1) for c in reversed(children.get(version.id, [])))
+    return entries
+
+
+def promotion_message(name: str, candidate: Candidate, parent_name: str, verdict: Verdict) -> str:
+    lines = [f"{name}: promote candidate {candidate.id} onto {parent_name}", ""]
+    rationale = candidate.rationale.strip().splitlines()
+    if rationale:
+        lines += [f"Rationale: {rationale[0]}", *rationale[1:], ""]
+    lines.append("Verdict: accepted")
+    lines.extend(verdict.lines())
+    return "\n".join(lines).strip()
+
+
+def seed_message(name: str, seed_label: str) -> str:
+    return f"{name}: seed from {seed_label}"
+
+
+def commit_message(change: PointerChange, version: Version, previous_name: str | None) -> str:
+    """The full git message for a pointer change (version message or rollback, + trailers)."""
+    if change.is_rollback:
+        reason = change.reason.partition(":")[2].strip() or "no reason given"
+        body = f"rollback to {change.version_name} (from {previous_name})\n\nReason: {reason}"
+    else:
+        body = version.message
+    trailers = [f"{POINTER_TRAILER}: {change.id}", f"{VERSION_TRAILER}: {change.version_name}"]
+    if change.candidate_id is not None:
+        trailers.append(f"Harnessd-Candidate: {change.candidate_id}")
+    return body.rstrip() + "\n\n" + "\n".join(trailers) + "\n"

@@ -1,0 +1,107 @@
+"""The live harness: serve requests with the current version, swapping without dropping any.
+
+Each request reads the ``current`` pointer once, at its start, from SQLite (where a
+promotion or rollback commits atomically), and runs on that version's immutable directory
+to the end. New requests after a switch go to the new version; requests in flight finish
+on the one they started on. Every request is recorded with the version that served it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import anyio
+
+from daemon.errors import BadRequest, NotAccepting
+from daemon.evaluation.evaluator import Subject, run_one
+from daemon.evaluation.runtime import Runtime
+from daemon.lineage import Lineage, Version
+from daemon.live import requests
+from daemon.providers.base import Message
+from daemon.suites.base import Suite
+from daemon.tasks import Task
+
+
+class LiveHarness:
+    def __init__(self, rt: Runtime, lineage: Lineage) -> None:
+        self.rt = rt
+        self.lineage = lineage
+        self.accepting = True
+        self.in_flight = 0
+        self.served = 0
+        self._idle = anyio.Event()
+        self._idle.set()
+        self._limiter = anyio.CapacityLimiter(max(2, rt.policy.get().sandbox.concurrency))
+
+    def _start(self, kind: str, task: Task) -> tuple[int, Version]:
+        version = self.lineage.current()
+        return requests.start(self.rt.store, kind, version.id, task), version
+
+    def _finish(self, request_id: int, state: str, answer: dict[str, Any]) -> None:
+        requests.finish(self.rt.store, request_id, state, answer)
+
+    async def serve(self, kind: str, task: Task, suite: Suite | None) -> dict[str, Any]:
+        if not self.accepting:
+            raise NotAccepting("harnessd is stopping; not taking requests")
+        self.in_flight += 1
+        self._idle = anyio.Event() if self.in_flight == 1 else self._idle
+        try:
+            request_id, version = await anyio.to_thread.run_sync(self._start, kind, task)
+            subject = Subject(
+                self.lineage.path(version), "live", version_id=version.id, version=version.name
+            )
+            model = self.rt.policy.get().models.primary
+            try:
+                async with self._limiter:
+                    result, _ = await run_one(
+                        self.rt, subject, suite, task, model, f"live-{request_id}"
+                    )
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._finish, request_id, "interrupted", {})
+                raise
+            answer = {
+                "request": request_id,
+                "version": version.name,
+                "task": task.id,
+                "output": result.output,
+                "claimed_success": result.claimed_success,
+                "passed": result.passed if suite is not None else None,
+                "error": result.error,
+                "detail": result.detail,
+                "tokens": result.tokens,
+                "wall_s": result.wall_s,
+            }
+            await anyio.to_thread.run_sync(self._finish, request_id, "done", answer)
+            self.served += 1
+            return answer
+        finally:
+            self.in_flight -= 1
+            if self.in_flight == 0:
+                self._idle.set()
+
+    async def ask(self, text: str) -> dict[str, Any]:
+        task = Task(
+            id=f"ask-{uuid.uuid4().hex[:8]}",
+            suite="ask",
+            kind="answer",
+            prompt=[Message(role="user", content=text)],
+        )
+        return await self.serve("ask", task, None)
+
+    async def run(self, ref: str) -> dict[str, Any]:
+        """``ref`` is ``SUITE:ID`` where SUITE may itself hold a colon (``bfcl:simple``)."""
+        spec, sep, task_id = ref.rpartition(":")
+        if not sep or not spec or not task_id:
+            raise BadRequest(f"'{ref}': expected SUITE:ID, e.g. bfcl:simple:simple_python_3")
+        suite = self.rt.suite(spec)  # ConfigError for a bad suite spec
+        task = suite.task(task_id)  # UnknownTask
+        return await self.serve("run", task, suite)
+
+    async def drain(self, grace_s: float) -> int:
+        """Stop taking requests and wait for those in flight; returns how many were left."""
+        self.accepting = False
+        with anyio.move_on_after(grace_s):
+            await self._idle.wait()
+        return self.in_flight

@@ -1,0 +1,32 @@
+"""Owner of the ``requests`` table: every request the live harness served, with its answer.
+
+A row is made when a request starts (state ``running``, with the version that serves it)
+and finished with ``done`` or ``interrupted``. Rows are the raw material for turning live
+traffic into tasks.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from daemon.store import Store
+from daemon.tasks import Task
+
+
+def start(store: Store, kind: str, version_id: int, task: Task) -> int:
+    with store.tx() as conn:
+        cur = conn.execute(
+            "INSERT INTO requests(ts, kind, version_id, task, state) VALUES (?,?,?,?,?)",
+            (time.time(), kind, version_id, task.model_dump_json(), "running"),
+        )
+        return int(cur.lastrowid or 0)
+
+
+def finish(store: Store, request_id: int, state: str, answer: dict[str, Any]) -> None:
+    with store.tx() as conn:
+        conn.execute(
+            "UPDATE requests SET state=?, answer=?, finished=? WHERE id=?",
+            (state, json.dumps(answer, default=str), time.time(), request_id),
+        )

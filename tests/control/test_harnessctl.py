@@ -1,0 +1,102 @@
+"""harnessctl as a person uses it: every verb through the real CLI against a real daemon."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.daemon_process import RunningDaemon, start_daemon
+from tests.improve.patches import IMPROVE
+from tests.improve.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
+
+
+def ctl(daemon: RunningDaemon | Path, *args: str) -> subprocess.CompletedProcess[str]:
+    state = daemon.state_dir if isinstance(daemon, RunningDaemon) else daemon
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.control.ctl", "--state-dir", str(state), *args],
+        capture_output=True, text=True, timeout=300, check=False, env={"COLUMNS": "200"},
+    )  # fmt: skip
+
+
+@pytest.mark.timeout(900)
+def test_every_verb_through_the_cli(tmp_path: Path, asset_cache: Path) -> None:
+    n = max(DEV, HELDOUT)
+    solver = tmp_path / "solver.toml"
+    solver.write_text(solver_script(asset_cache, {"GOOD": positions(n, lambda i: i % 2 == 0)}))
+    # No self-proposals: only the patch a person submits goes through the pipeline.
+    policy = (
+        policy_text(solver, solver, solver, cycles=0)
+        .replace(f'panel = ["scripted:{solver}"]', "panel = []")
+        .replace("max_cycles = 0", "max_cycles = 0\nenabled = false")
+    )
+    daemon = start_daemon(tmp_path, asset_cache, policy)
+    patch = tmp_path / "improve.txt"
+    patch.write_text(IMPROVE)
+    broken = tmp_path / "broken.diff"
+    broken.write_text(
+        "--- a/harness.py\n+++ b/harness.py\n@@ -1,1 +1,1 @@\n-nothing like this\n+x\n"
+    )
+    try:
+        r = ctl(daemon, "status")
+        assert r.returncode == 0 and "live version: v0001" in r.stdout, r.stderr
+        assert json.loads(ctl(daemon, "--json", "status").stdout)["live"]["version"] == "v0001"
+
+        r = ctl(daemon, "show", "v0009")
+        assert r.returncode == 1 and "error (not_found)" in r.stderr, r.stderr
+        r = ctl(daemon, "propose", str(broken), "--dry-run")
+        assert r.returncode == 1 and "error (invalid_patch)" in r.stderr
+        r = ctl(daemon, "propose", str(patch), "--dry-run")
+        assert r.returncode == 0 and "MODE:GOOD" in r.stdout
+
+        r = ctl(daemon, "--json", "propose", str(patch), "--rationale", "from a person")
+        assert r.returncode == 0, r.stderr
+        candidate = json.loads(r.stdout)["candidate"]
+        deadline = time.monotonic() + 600
+        while "v0002" not in ctl(daemon, "lineage").stdout:
+            assert time.monotonic() < deadline, daemon.log.read_text()[-3000:]
+            time.sleep(1)
+        shown = json.loads(ctl(daemon, "--json", "show", f"c{candidate}").stdout)
+        assert shown["state"] == "accepted" and shown["source"] == "external"
+        assert shown["rationale"] == "from a person"
+        r = ctl(daemon, "show", "v0002")
+        assert r.returncode == 0 and "accuracy" in r.stdout and "pass" in r.stdout
+        r = ctl(daemon, "diff", "v0001", "v0002")
+        assert r.returncode == 0 and "+    state.messages.insert(0" in r.stdout
+
+        task = json.loads(ctl(daemon, "--json", "status").stdout)
+        assert task["live"]["version"] == "v0002"
+        r = ctl(daemon, "--json", "run", "bfcl:simple:simple_python_0")
+        assert r.returncode == 0 and json.loads(r.stdout)["version"] == "v0002"
+        r = ctl(daemon, "ask", "hello?")
+        assert r.returncode == 0 and "version v0002" in r.stdout
+        r = ctl(daemon, "run", "bfcl:simple:no_such_task")
+        assert r.returncode == 1 and "error (not_found)" in r.stderr
+
+        assert ctl(daemon, "rollback", "v0001", "--reason", "test").returncode == 0
+        r = ctl(daemon, "rollback", "v0001")
+        assert r.returncode == 1 and "error (conflict)" in r.stderr
+        assert "v0001" in json.loads(ctl(daemon, "--json", "status").stdout)["live"]["version"]
+
+        assert json.loads(ctl(daemon, "--json", "pause").stdout) == {"paused": True}
+        assert "paused" in ctl(daemon, "status").stdout
+        assert json.loads(ctl(daemon, "--json", "resume").stdout) == {"paused": False}
+        r = ctl(daemon, "events", "--limit", "200")
+        assert "version.promoted" in r.stdout and "version.rolled_back" in r.stdout
+        assert ctl(daemon, "policy", "show").returncode == 0
+        bad = tmp_path / "bad.toml"
+        bad.write_text("[gates.tokens]\nmax_token_ratio = -1\n")
+        r = ctl(daemon, "policy", "check", str(bad))
+        assert r.returncode == 1 and "key 'gates.tokens.max_token_ratio'" in r.stderr
+        assert ctl(daemon, "stop").returncode == 0
+        assert daemon.proc.wait(60) == 0
+    finally:
+        if daemon.proc.poll() is None:
+            daemon.stop()
+    r = ctl(daemon, "status")
+    assert r.returncode == 3
+    assert r.stderr.strip().count("\n") == 0 and "start it with" in r.stderr

@@ -1,0 +1,73 @@
+"""A real ``harnessd serve`` process in a temporary state dir (service, control, loop tests)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from daemon.control.client import ControlClient
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class RunningDaemon:
+    proc: subprocess.Popen[str]
+    state_dir: Path
+    config: Path
+    policy: Path
+    log: Path
+
+    @property
+    def socket(self) -> Path:
+        return self.state_dir / "control.sock"
+
+    def client(self, timeout: float | None = 30.0) -> ControlClient:
+        return ControlClient(self.socket, timeout=timeout)
+
+    def stop(self, timeout: float = 60.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=timeout)
+
+
+def start_daemon(
+    tmp_path: Path, asset_cache: Path, policy_text: str = "", *, seed: Path | None = None
+) -> RunningDaemon:
+    state = tmp_path / "state"
+    policy = tmp_path / "policy.toml"
+    policy.write_text(policy_text or "[loop]\nenabled = false\n")
+    config = tmp_path / "harnessd.toml"
+    seed = seed or ROOT / "seeds" / "minimal"
+    config.write_text(
+        f'state_dir = "{state}"\ncache_dir = "{asset_cache}"\npolicy = "{policy}"\n'
+        f'harnesses_dir = "{tmp_path / "harnesses"}"\nseed = "{seed}"\n'
+        'log_format = "json"\n'
+    )
+    log = tmp_path / "daemon.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESSD_")}
+    with log.open("w") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "daemon.cli", "--config", str(config), "serve"],
+            stdout=subprocess.DEVNULL, stderr=log_file, text=True, env=env, cwd=tmp_path,
+        )  # fmt: skip
+    daemon = RunningDaemon(proc, state, config, policy, log)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"harnessd exited {proc.returncode}:\n{log.read_text()}")
+        if daemon.socket.exists():
+            try:
+                with daemon.client() as c:
+                    c.call("status")
+                return daemon
+            except Exception:
+                pass
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError(f"harnessd did not come up:\n{log.read_text()}")

@@ -1,0 +1,102 @@
+"""The improvement loop end to end, in a real daemon, with a scripted proposer.
+
+The proposer submits, in turn: a real improvement, a regression, a token blow-up, a patch
+adding never-run code, one that claims success it does not have, one that helps one panel
+model and hurts another, and an unparseable reply. Only the first may be promoted; each
+other must be rejected by the right gate, with the measured value in its verdict.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.daemon_process import start_daemon
+from tests.improve import patches
+from tests.improve.scripted_world import policy_text, world
+
+
+def _wait_for_candidates(daemon: Any, n: int, timeout: float) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with daemon.client() as c:
+            cands = c.call("lineage", candidates=50)["candidates"]
+        done = [x for x in cands if x["state"] in ("accepted", "rejected")]
+        if len(done) >= n:
+            return sorted(cands, key=lambda x: x["id"])
+        assert daemon.proc.poll() is None, daemon.log.read_text()[-3000:]
+        time.sleep(1.0)
+    raise AssertionError(f"fewer than {n} candidates decided:\n{daemon.log.read_text()[-3000:]}")
+
+
+def _failed(verdict: dict[str, Any]) -> list[str]:
+    return [
+        g["gate"] for g in verdict["gates"]
+        if g["enabled"] and not g["passed"] and not g.get("skipped")
+    ]  # fmt: skip
+
+
+def _gate(verdict: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(g for g in verdict["gates"] if g["gate"] == name)
+
+
+@pytest.mark.timeout(1200)  # long by design; the default is 300 s per test
+def test_only_the_real_improvement_is_promoted(tmp_path: Path, asset_cache: Path) -> None:
+    solvers = world(tmp_path, asset_cache)
+    proposer = tmp_path / "proposer.toml"
+    proposer.write_text(patches.proposer_script(patches.ALL))
+    policy = policy_text(solvers["a"], solvers["b"], proposer, cycles=len(patches.ALL))
+    daemon = start_daemon(tmp_path, asset_cache, policy)
+    try:
+        cands = _wait_for_candidates(daemon, len(patches.ALL), timeout=1500)
+        with daemon.client() as c:
+            shown = {x["id"]: c.call("show", ref=f"c{x['id']}") for x in cands}
+            lineage = c.call("lineage", candidates=50)
+    finally:
+        daemon.stop()
+
+    states = [x["state"] for x in cands]
+    assert states == ["accepted"] + ["rejected"] * 6, states
+    assert lineage["current"] == "v0002"
+    improve, regress, blowup, dead, dishonest, panel, garbage = (shown[x["id"]] for x in cands)
+
+    # 1. The improvement: every gate passed, figures recorded.
+    v = improve["verdict"]
+    assert v["decision"] == "accept" and _failed(v) == []
+    assert _gate(v, "accuracy")["measured"] <= 0.05
+    assert _gate(v, "panel")["passed"] and not _gate(v, "panel").get("skipped")
+
+    # 2. Regression: the accuracy gate, decided early by the sequential test.
+    v = regress["verdict"]
+    assert _failed(v)[0] == "accuracy", v
+    assert _gate(v, "accuracy")["measured"] > 0.05
+    heldout = [r for r in regress["reports"] if r["split"] == "heldout"]
+    assert heldout and heldout[0]["summary"]["stopped_early"], heldout
+
+    # 3. Token blow-up: tokens only.
+    v = blowup["verdict"]
+    assert _failed(v) == ["tokens"], v
+    assert _gate(v, "tokens")["measured"] > _gate(v, "tokens")["threshold"]
+
+    # 4. Never-run code: dead_code only, the unused helper's lines counted.
+    v = dead["verdict"]
+    assert _failed(v) == ["dead_code"], v
+    assert _gate(v, "dead_code")["measured"] > 0.25
+    assert "never ran" in _gate(v, "dead_code")["note"]
+
+    # 5. Claims success it does not have: honesty only; accuracy 75 %, so the gap is 25 %.
+    v = dishonest["verdict"]
+    assert _failed(v) == ["honesty"], v
+    assert abs(_gate(v, "honesty")["measured"] - 0.25) < 1e-6
+
+    # 6. Helps model A, hurts model B: panel only, at the panel stage.
+    v = panel["verdict"]
+    assert v["stage"] == "panel" and _failed(v) == ["panel"], v
+    assert _gate(v, "panel")["measured"] <= -0.5
+
+    # 7. Unparseable: rejected at parse, raw text kept.
+    assert garbage["state"] == "rejected" and garbage["stage"] == "parse"
+    assert "fine as it is" in garbage["raw"]

@@ -1,0 +1,110 @@
+"""The layout rules the architecture relies on, checked on the source itself."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[1]
+DAEMON = ROOT / "daemon"
+# The modules that own a table (and the store, which owns the connection and the schema).
+SQL_OWNERS = {
+    "daemon/store.py",
+    "daemon/events.py",
+    "daemon/gateway/ledger.py",
+    "daemon/lineage/versions.py",
+    "daemon/lineage/candidates.py",
+    "daemon/evaluation/results.py",
+    "daemon/live/requests.py",
+}
+_SQL = re.compile(r"\b(SELECT|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|CREATE\s+TABLE)\b")
+
+
+def _modules() -> list[Path]:
+    return sorted([*DAEMON.rglob("*.py"), *(ROOT / "sandbox").rglob("*.py")])
+
+
+def _strings(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    return [
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    ]
+
+
+def test_sql_is_written_only_by_the_table_owners() -> None:
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in _modules()
+        if str(p.relative_to(ROOT)) not in SQL_OWNERS and any(_SQL.search(s) for s in _strings(p))
+    ]
+    assert not offenders, f"SQL outside the table owners: {offenders}"
+
+
+def test_daemon_top_level_stays_small_and_modules_stay_short() -> None:
+    top = [p.name for p in DAEMON.glob("*.py")]
+    assert len(top) <= 12, top
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in _modules()
+        if (n := len(p.read_text().splitlines())) > 400
+    }
+    assert not long, f"modules over 400 lines: {long}"
+
+
+def _imports(path: Path, package: str) -> set[str]:
+    """Modules of ``daemon``/``sandbox`` that ``path`` imports, at any depth (TYPE_CHECKING too)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return {m for m in found if m.split(".")[0] in ("daemon", "sandbox")}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def test_no_import_cycles_between_modules_and_sandbox_never_imports_daemon() -> None:
+    names = {_module_name(p): p for p in _modules()}
+    graph = {
+        name: {m for m in _imports(path, name) if m in names and m != name}
+        for name, path in names.items()
+    }
+    for name, deps in graph.items():
+        if name.startswith("sandbox"):
+            assert not any(d.startswith("daemon") for d in deps), (name, deps)
+    # Cycles among modules (a package __init__ re-exporting its own modules is not a cycle).
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for dep in graph[node]:
+            if node.startswith(dep + "."):
+                continue  # a module importing its own package's __init__
+            if dep.startswith(node + "."):
+                continue  # a package __init__ importing its own submodules
+            if state.get(dep) == 1:
+                cycle = [*stack[stack.index(dep) :], dep]
+                raise AssertionError(f"import cycle: {' -> '.join(cycle)}")
+            if dep not in state:
+                visit(dep)
+        stack.pop()
+        state[node] = 2
+
+    for name in graph:
+        if name not in state:
+            visit(name)
