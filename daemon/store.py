@@ -48,7 +48,8 @@ CREATE TABLE IF NOT EXISTS ledger (
     model TEXT NOT NULL,
     purpose TEXT NOT NULL,
     prompt_tokens INTEGER NOT NULL,
-    completion_tokens INTEGER NOT NULL
+    completion_tokens INTEGER NOT NULL,
+    estimated INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS ledger_ts ON ledger(ts);
 CREATE INDEX IF NOT EXISTS ledger_run ON ledger(run_id);
@@ -126,8 +127,19 @@ class Store:
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.execute("PRAGMA busy_timeout=10000")
             self._conn.executescript(SCHEMA)
+            self._migrate()
             self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         self._limiter = anyio.CapacityLimiter(1)
+
+    # Columns added after a table first shipped: (table, column, declaration).
+    _ADDED_COLUMNS = (("ledger", "estimated", "INTEGER NOT NULL DEFAULT 0"),)
+
+    def _migrate(self) -> None:
+        """Bring a state database made by an earlier harnessd up to this schema."""
+        for table, column, declaration in self._ADDED_COLUMNS:
+            have = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
     def close(self) -> None:
         with self._lock:

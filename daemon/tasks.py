@@ -15,7 +15,9 @@ from daemon.providers.base import Message, ToolSpec
 
 TaskKind = Literal["function_call", "code", "answer", "tool_use"]
 # Why a task ended badly; None when the harness submitted normally.
-TaskError = Literal["timeout", "oom", "crash", "output_limit", "protocol", "budget"]
+# ``tamper``: the guest caught harness code reaching for the recorder (frames, the object
+# graph, native code, crafted bytecode) or something forged the submission's seal.
+TaskError = Literal["timeout", "oom", "crash", "output_limit", "protocol", "budget", "tamper"]
 
 
 class Task(BaseModel):
@@ -42,6 +44,10 @@ class Submission(BaseModel):
     coverage: dict[str, list[int]] = Field(default_factory=dict)
     # Set by the guest runtime when solve() raised: the exception's summary.
     error: str | None = None
+    # Operations the guest refused to harness code: attempts on the recorder (tamper) and
+    # the standard library's own harmless probes (refused), each a short description.
+    tamper: list[str] = Field(default_factory=list)
+    refused: list[str] = Field(default_factory=list)
 
 
 class CheckResult(BaseModel):

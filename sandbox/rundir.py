@@ -1,13 +1,19 @@
-"""Per-run directories: each holds one run's gateway socket and is mounted into its container.
+"""Per-run directories: each holds one run's gateway socket and the copies of the files its
+container mounts (the harness tree, the guest runtime).
 
-Created under the daemon's runs dir, removed when the run ends (cancellation included);
-:func:`remove_orphan_run_dirs` clears what a killed daemon left behind, at start.
+They live under :func:`runs_root`, a folder named only by the runtime's instance id in the
+system's temporary directory, so the mount sources a container can read in
+``/proc/self/mountinfo`` are the same for every evaluation: nothing in them tells an
+accepted version from a candidate, or names the project, state dir or split. Created per
+run, removed when the run ends (cancellation included); :func:`remove_orphan_run_dirs`
+clears what a killed process left behind, at start.
 """
 
 from __future__ import annotations
 
 import secrets
 import shutil
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,13 +21,36 @@ from pathlib import Path
 import anyio
 
 PREFIX = "run-"
+ROOT_PREFIX = "harnessd-runs-"
+
+
+def runs_root(instance: str) -> Path:
+    """Where the runs of one runtime (a daemon, or one standalone eval) make their dirs."""
+    return Path(tempfile.gettempdir()) / f"{ROOT_PREFIX}{instance}"
+
+
+def copy_tree(source: Path, dest: Path) -> None:
+    """A read-only copy of ``source`` (regular files only, fresh metadata) at ``dest``;
+    byte caches and hidden entries are left out."""
+    dest.mkdir(mode=0o755)
+    for path in sorted(source.rglob("*")):
+        rel = path.relative_to(source)
+        target = dest / rel
+        if path.is_symlink() or any(p.startswith(".") or p == "__pycache__" for p in rel.parts):
+            continue
+        if path.is_dir():
+            target.mkdir(mode=0o755, exist_ok=True)
+        elif path.is_file():
+            target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+            target.chmod(0o444)
 
 
 def _make(runs_dir: Path) -> Path:
     runs_dir.mkdir(parents=True, exist_ok=True)
     path = runs_dir / f"{PREFIX}{secrets.token_hex(6)}"
     path.mkdir(mode=0o700)
-    # The container's uid 65534 needs to traverse it to reach the socket; nothing more.
+    # The container's uid 65534 needs to traverse it to reach its mounts; nothing more.
     path.chmod(0o711)
     return path
 

@@ -63,7 +63,8 @@ class SuitePolicy(_Closed):
     name: Annotated[str, Field(pattern=r"^[a-z_]+(:[a-z_,]+)?$")] = "bfcl:simple"
     dev_size: Annotated[int, Field(ge=1, le=5000)] = 10
     heldout_size: Annotated[int, Field(ge=1, le=5000)] = 40
-    split_seed: Annotated[str, Field(min_length=1)] = "harnessd-v1"
+    # None: the installation's own secret (state dir); a string reproduces a known split.
+    split_seed: Annotated[str | None, Field(min_length=1)] = None
 
 
 class BudgetPolicy(_Closed):

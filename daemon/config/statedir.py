@@ -1,9 +1,11 @@
-"""The state directory: private (0700), and held by exactly one daemon at a time."""
+"""The state directory: private (0700), held by exactly one daemon at a time, and the home of
+the installation's split secret."""
 
 from __future__ import annotations
 
 import fcntl
 import os
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,6 +13,7 @@ from pathlib import Path
 from daemon.errors import HarnessdError
 
 LOCK_NAME = "harnessd.lock"
+SPLIT_KEY_NAME = "split.key"
 
 
 class AlreadyRunning(HarnessdError):
@@ -45,3 +48,26 @@ def hold_lock(state_dir: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def split_secret(state_dir: Path) -> str:
+    """The per-installation secret that orders a suite's tasks into dev and held-out splits.
+
+    Made once (32 random bytes, hex, file mode 0600) and kept: the splits of a state dir
+    never change on their own. A policy's explicit ``[suite] split_seed`` overrides it (to
+    reproduce a published split); otherwise no one outside the state dir, a harness least of
+    all, can compute which public tasks are held out.
+    """
+    path = state_dir / SPLIT_KEY_NAME
+    try:
+        return path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        pass
+    secret = secrets.token_hex(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, (secret + "\n").encode("ascii"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return secret

@@ -1,22 +1,20 @@
-"""Which lines of a harness can run, which did, and which lines a patch added that never ran.
+"""Which statements of a harness ran, which never did, and which statements a patch added.
 
-The guest runtime reports, per harness file, the lines that produced a ``sys.settrace``
-'line' event (CPython 3.11, the sandbox image's Python). A line can produce one exactly when
-some bytecode instruction of it runs after a code object's prologue: the instructions up to
-the first ``RESUME`` (a function's ``def`` line) start a frame without a 'line' event, and
-the module prologue sits on line 0. Everything else comes from the compiler's line table, so
-docstrings, comments, ``else:``/``finally:`` lines and closing brackets never count.
+The unit is the AST statement, not the line: the guest compiles each harness file so that
+every statement carries a line number of its own (``sandbox/guest/harnessd_statements.py``,
+shared with this module), and reports the numbers that produced a 'line' event. So each of
+``a = 1; b = f()`` counts, a one-line function's body is not run just because its ``def``
+was, and code that compiles to nothing (under ``if False:``, after ``return`` or ``raise``)
+is a statement that never ran, not something that is not there.
 
-Line coverage cannot tell a one-line function's body from its ``def`` statement: both share a
-line, so ``def f(): return 1`` counts as run when the ``def`` ran.
+What is added is counted in every ``.py`` file of the harness, new files included: a
+statement is added when any line of its own text (its header, not a nested body) is a line
+the patch added.
 """
 
 from __future__ import annotations
 
-import dis
-import inspect
-import types
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -24,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from daemon.errors import HarnessdError
 from daemon.patches.diff import DiffSyntaxError, parse_unified_diff
 from daemon.patches.tree import iter_files
+from sandbox.guest.harnessd_statements import Statement, parse_numbered
 
 
 class CodemapError(HarnessdError):
@@ -34,7 +33,8 @@ class NeverExecuted(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     file: str
-    # Inclusive [first, last] line spans; lines between that cannot run do not split a span.
+    # Inclusive [first, last] spans of real lines of statements that never ran; statements
+    # that ran in between split a span, lines with no statement do not.
     ranges: list[list[int]]
     # Functions (qualified names) none of whose body ran; nested ones only via their parent.
     functions: list[str]
@@ -44,7 +44,7 @@ class CoverageSummary(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     executed_fraction: float
-    executable: int
+    executable: int  # statements
     executed: int
     never_executed: list[NeverExecuted]
 
@@ -52,54 +52,48 @@ class CoverageSummary(BaseModel):
 class DeadCode(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    added_executable: int
-    dead: int
+    added_executable: int  # statements the patch added
+    dead: int  # of those, statements that never ran
     fraction: float
+    # Real first lines of the dead statements, per file.
     lines: dict[str, list[int]]
 
 
-def _code_objects(code: types.CodeType) -> Iterator[types.CodeType]:
-    yield code
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            yield from _code_objects(const)
-
-
-def _own_lines(code: types.CodeType) -> set[int]:
-    """Lines of ``code`` itself (not nested code) that can produce a 'line' event."""
-    # RESUME is two bytes and has no inline cache entries.
-    prologue_end = next(
-        (ins.offset + 2 for ins in dis.get_instructions(code) if ins.opname == "RESUME"), 0
-    )
-    return {
-        line
-        for start, end, line in code.co_lines()
-        if line is not None and line > 0 and end > prologue_end and start < end
-    }
-
-
-def _compile(source: str, name: str) -> types.CodeType:
+def statements(source: str, name: str) -> list[Statement]:
+    """The countable statements of ``source``, numbered as the guest numbers them."""
     try:
-        return compile(source, name, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as exc:
+        _, found = parse_numbered(source, name)
+    except (SyntaxError, ValueError, RecursionError) as exc:
         raise CodemapError(f"{name}: not valid Python ({exc})") from None
-
-
-def executable_lines(source: str, name: str = "<harness>") -> set[int]:
-    """The lines of ``source`` that can produce a 'line' trace event under CPython 3.11."""
-    lines: set[int] = set()
-    for code in _code_objects(_compile(source, name)):
-        lines |= _own_lines(code)
-    return lines
+    return found
 
 
 def _functions(source: str, name: str) -> list[tuple[str, set[int]]]:
-    """Named functions with the lines of their own bodies, outermost first."""
-    found = []
-    for code in _code_objects(_compile(source, name)):
-        is_function = bool(code.co_flags & inspect.CO_OPTIMIZED)
-        if is_function and not code.co_name.startswith("<"):
-            found.append((code.co_qualname, _own_lines(code)))
+    """Named functions with the statement numbers of their own bodies, outermost first."""
+    import ast
+
+    tree, _ = parse_numbered(source, name)
+    found: list[tuple[str, set[int]]] = []
+
+    def body_numbers(node: ast.AST) -> set[int]:
+        numbers: set[int] = set()
+        for child in ast.walk(node):
+            if child is not node and isinstance(child, ast.stmt):
+                numbers.add(child.lineno)
+        return numbers
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                qualname = prefix + child.name
+                found.append((qualname, body_numbers(child)))
+                visit(child, qualname + ".<locals>.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, prefix + child.name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
     return found
 
 
@@ -128,17 +122,14 @@ def added_lines(git_diff: str) -> dict[str, set[int]]:
     return added
 
 
-def _ranges(missing: set[int], executable: set[int]) -> list[list[int]]:
-    ordered = sorted(executable)
+def _ranges(dead: list[Statement], alive: list[Statement]) -> list[list[int]]:
+    ran_at = sorted(s.first for s in alive)
     spans: list[list[int]] = []
-    previous_missing = False
-    for line in ordered:
-        if line in missing:
-            if previous_missing:
-                spans[-1][1] = line
-            else:
-                spans.append([line, line])
-        previous_missing = line in missing
+    for stmt in sorted(dead, key=lambda s: (s.first, s.line)):
+        if spans and not any(spans[-1][1] < first < stmt.first for first in ran_at):
+            spans[-1][1] = max(spans[-1][1], stmt.last)
+        else:
+            spans.append([stmt.first, stmt.last])
     return spans
 
 
@@ -156,24 +147,24 @@ def _never_ran(source: str, name: str, ran: set[int]) -> list[str]:
 def coverage_summary(
     sources: Mapping[str, str], executed: Mapping[str, Iterable[int]]
 ) -> CoverageSummary:
-    """How much of the harness's own Python ran, and what never did."""
+    """How much of the harness's own Python ran, statement by statement, and what never did."""
     total = ran_total = 0
     never: list[NeverExecuted] = []
     for name in sorted(sources):
         if not name.endswith(".py"):
             continue
-        source = sources[name]
-        executable = executable_lines(source, name)
-        ran = set(executed.get(name, ())) & executable
-        total += len(executable)
-        ran_total += len(ran)
-        missing = executable - ran
-        if missing:
+        found = statements(sources[name], name)
+        ran = set(executed.get(name, ()))
+        alive = [s for s in found if s.line in ran]
+        dead = [s for s in found if s.line not in ran]
+        total += len(found)
+        ran_total += len(alive)
+        if dead:
             never.append(
                 NeverExecuted(
                     file=name,
-                    ranges=_ranges(missing, executable),
-                    functions=_never_ran(source, name, ran),
+                    ranges=_ranges(dead, alive),
+                    functions=_never_ran(sources[name], name, ran),
                 )
             )
     fraction = ran_total / total if total else 1.0
@@ -187,21 +178,23 @@ def dead_added(
     sources: Mapping[str, str],
     executed: Mapping[str, Iterable[int]],
 ) -> DeadCode:
-    """Of the runnable lines ``git_diff`` added to ``sources``, those that never ran."""
-    added_executable = 0
+    """Of the statements ``git_diff`` added to ``sources`` (any ``.py`` file), those that
+    never ran."""
+    added_total = dead_total = 0
     dead_lines: dict[str, list[int]] = {}
     for name, added in sorted(added_lines(git_diff).items()):
         if not name.endswith(".py") or name not in sources:
             continue
-        candidates = added & executable_lines(sources[name], name)
-        added_executable += len(candidates)
-        dead = sorted(candidates - set(executed.get(name, ())))
+        ran = set(executed.get(name, ()))
+        new = [s for s in statements(sources[name], name) if added.intersection(s.own_lines())]
+        dead = [s for s in new if s.line not in ran]
+        added_total += len(new)
+        dead_total += len(dead)
         if dead:
-            dead_lines[name] = dead
-    dead_count = sum(len(lines) for lines in dead_lines.values())
-    fraction = dead_count / added_executable if added_executable else 0.0
+            dead_lines[name] = sorted({s.first for s in dead})
+    fraction = dead_total / added_total if added_total else 0.0
     return DeadCode(
-        added_executable=added_executable, dead=dead_count, fraction=fraction, lines=dead_lines
+        added_executable=added_total, dead=dead_total, fraction=fraction, lines=dead_lines
     )
 
 

@@ -43,6 +43,7 @@ from daemon.tasks import Task
 log = logging.getLogger("harnessd.evaluator")
 
 DETAIL_LIMIT = 600
+UNTRUSTED_COVERAGE = ("tamper", "protocol")
 
 
 @dataclass(frozen=True)
@@ -211,7 +212,9 @@ async def evaluate(
                 keep_transcript=keep_transcripts,
             )  # fmt: skip
         results[task_id] = result
-        if run.submission is not None:
+        # A run that tampered or broke the protocol may have forged what it reports: its
+        # coverage does not count (what it added then shows as never run).
+        if run.submission is not None and run.error not in UNTRUSTED_COVERAGE:
             coverages.append(run.submission.coverage)
         rt.progress[run_id] = {"label": label, "done": len(results), "total": total}
         if on_result is not None:

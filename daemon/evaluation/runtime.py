@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ import anyio
 
 from daemon.config.reload import PolicyHolder
 from daemon.config.settings import LoadedSettings
+from daemon.config.statedir import split_secret
 from daemon.errors import SandboxError, SetupError
 from daemon.gateway.budget import BudgetGuard
 from daemon.gateway.metering import MeteredModel
@@ -34,7 +36,7 @@ from sandbox.errors import SandboxFailure
 from sandbox.image import Route, ensure_image, image_tag
 from sandbox.labels import instance_labels
 from sandbox.limits import Limits
-from sandbox.rundir import remove_orphan_run_dirs
+from sandbox.rundir import ROOT_PREFIX, remove_orphan_run_dirs, runs_root
 
 log = logging.getLogger("harnessd.runtime")
 
@@ -58,6 +60,7 @@ class Runtime:
     instance: str
     emit: Emit = _log_only
     guard: BudgetGuard = field(init=False)
+    split_secret: str = field(init=False)
     _models: dict[str, MeteredModel] = field(default_factory=dict)
     # Evaluations under way: run id -> {"label", "done", "total"} (for status).
     progress: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -65,10 +68,11 @@ class Runtime:
 
     def __post_init__(self) -> None:
         self.guard = BudgetGuard(self.store, lambda: self.policy.get().budget)
+        self.split_secret = split_secret(self.loaded.state_dir)
 
     @property
     def runs_dir(self) -> Path:
-        return self.loaded.state_dir / "runs"
+        return runs_root(self.instance)
 
     @property
     def work_dir(self) -> Path:
@@ -102,7 +106,7 @@ class Runtime:
         p = self.policy.get().suite
         return split(
             self.suite(spec).task_ids(),
-            seed=p.split_seed,
+            seed=p.split_seed or self.split_secret,
             dev_size=p.dev_size,
             heldout_size=p.heldout_size,
         )
@@ -177,6 +181,20 @@ async def _reap(engine: DockerEngine, instance: str) -> int:
     return total
 
 
+async def _remove_stale_run_dirs(instance: str) -> int:
+    """This instance's leftover run dirs, and whole run roots of dead standalone evals of
+    the same state dir (the counterpart of :func:`_reap` for directories)."""
+    removed = await remove_orphan_run_dirs(runs_root(instance))
+    base = instance.split(EVAL_SUFFIX)[0]
+    parent = runs_root(base).parent
+    for root in parent.glob(f"{ROOT_PREFIX}{base}{EVAL_SUFFIX}*"):
+        pid = root.name.rpartition(EVAL_SUFFIX)[2]
+        if root.name != runs_root(instance).name and pid.isdigit() and _dead(int(pid)):
+            removed += await remove_orphan_run_dirs(root)
+            await anyio.to_thread.run_sync(shutil.rmtree, root, True)
+    return removed
+
+
 @asynccontextmanager
 async def open_runtime(
     loaded: LoadedSettings,
@@ -192,7 +210,7 @@ async def open_runtime(
         raise SandboxError(str(exc)) from None
     try:
         reaped = await _reap(engine, instance)
-        stale_dirs = await remove_orphan_run_dirs(loaded.state_dir / "runs")
+        stale_dirs = await _remove_stale_run_dirs(instance)
         if reaped or stale_dirs:
             await emit(
                 "sandbox.reaped",

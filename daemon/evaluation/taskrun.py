@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
+
 import sandbox
 from daemon.errors import SandboxError
 from daemon.gateway.session import GatewayHandler, GatewayRecord, serve_gateway
@@ -23,7 +25,7 @@ from sandbox.engine import DockerEngine
 from sandbox.errors import SandboxFailure
 from sandbox.labels import ROLE
 from sandbox.limits import Limits
-from sandbox.rundir import run_dir
+from sandbox.rundir import copy_tree, run_dir
 
 GUEST_DIR = Path(sandbox.__file__).resolve().parent / "guest"
 GUEST_MOUNT = "/opt/harnessd"
@@ -47,9 +49,11 @@ class TaskRun:
 
 
 def classify(record: GatewayRecord, outcome: ContainerOutcome) -> TaskError | None:
-    """Why the run failed, by precedence: budget > timeout > oom > output_limit > protocol
-    > crash; None when it ended cleanly."""
+    """Why the run failed, by precedence: tamper > budget > timeout > oom > output_limit >
+    protocol > crash; None when it ended cleanly."""
     submission = record.submission
+    if record.forged_submit or (submission is not None and submission.tamper):
+        return "tamper"
     if record.budget_refused:
         return "budget"
     if outcome.reason is not None:
@@ -61,6 +65,12 @@ def classify(record: GatewayRecord, outcome: ContainerOutcome) -> TaskError | No
     if outcome.exit_code != 0 or submission is None or submission.error is not None:
         return "crash"
     return None
+
+
+def _stage_files(harness_dir: Path, folder: Path) -> None:
+    copy_tree(harness_dir, folder / "h")
+    copy_tree(GUEST_DIR, folder / "g")
+    (folder / "s").mkdir(mode=0o755)
 
 
 async def run_task(
@@ -82,24 +92,25 @@ async def run_task(
     if not harness_dir.is_dir():
         raise SandboxError(f"harness directory {harness_dir} does not exist")
     started = time.monotonic()
-    async with (
-        run_dir(runs_dir) as folder,
-        serve_gateway(folder / SOCKET_NAME, task, handler) as record,
-    ):
-        spec = RunSpec(
-            image=image,
-            command=GUEST_COMMAND,
-            labels={**labels, ROLE: "task"},
-            limits=limits,
-            harness_dir=harness_dir,
-            socket_dir=folder,
-            mounts=(ReadOnlyMount(GUEST_DIR, GUEST_MOUNT),),
-            env=dict(BASE_ENV),
-        )
-        try:
-            outcome = await run_container(engine, spec)
-        except SandboxFailure as exc:
-            raise SandboxError(str(exc)) from exc
+    async with run_dir(runs_dir) as folder:
+        # Copies, so every mount source is <runs root>/run-<random>/...: the container
+        # cannot tell a version from a candidate, nor learn any host path, by its mounts.
+        await anyio.to_thread.run_sync(_stage_files, harness_dir, folder)
+        async with serve_gateway(folder / "s" / SOCKET_NAME, task, handler) as record:
+            spec = RunSpec(
+                image=image,
+                command=GUEST_COMMAND,
+                labels={**labels, ROLE: "task"},
+                limits=limits,
+                harness_dir=folder / "h",
+                socket_dir=folder / "s",
+                mounts=(ReadOnlyMount(folder / "g", GUEST_MOUNT),),
+                env=dict(BASE_ENV),
+            )
+            try:
+                outcome = await run_container(engine, spec)
+            except SandboxFailure as exc:
+                raise SandboxError(str(exc)) from exc
     return TaskRun(
         task_id=task.id,
         submission=record.submission,

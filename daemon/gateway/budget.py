@@ -51,11 +51,17 @@ CONFIRM_S = 1.0
 
 @dataclass(frozen=True)
 class Grant:
-    """A reservation for one call in flight: it may generate at most ``max_tokens``."""
+    """A reservation for one call in flight: a prompt of about ``prompt_tokens`` and at most
+    ``max_tokens`` generated; both are held against the scopes until it settles."""
 
     key: int
     charge: Charge
     max_tokens: int
+    prompt_tokens: int = 0
+
+    @property
+    def held(self) -> int:
+        return self.max_tokens + self.prompt_tokens
 
 
 @dataclass(frozen=True)
@@ -182,14 +188,23 @@ class BudgetGuard:
         """Most completion tokens the next call may use; raises BudgetExceeded when spent."""
         return self._left(charge, self._pending_snapshot())
 
-    def reserve(self, charge: Charge, max_tokens: int) -> Grant:
-        """Check the budgets and hold ``min(max_tokens, allowance)`` for one call in flight."""
+    def reserve(self, charge: Charge, max_tokens: int, prompt_tokens: int = 0) -> Grant:
+        """Check the budgets and hold ``prompt_tokens`` plus ``min(max_tokens, what is left
+        after the prompt)`` for one call in flight.
+
+        ``prompt_tokens`` is the provider's count or estimate of the request's prompt: a
+        request whose prompt alone does not fit what a scope has left is refused before it
+        is sent, so no scope is overrun by a huge prompt.
+        """
         with self._reserve_lock:
             # Pending before ledger: a call that settles in between is then counted twice
             # (safe) rather than not at all (see MeteredModel: record, then release).
             pending = self._pending_snapshot()
-            left = self._left(charge, pending)
-            grant = Grant(next(self._keys), charge, min(max_tokens, left))
+            left, scope = self._left_and_scope(charge, pending)
+            if prompt_tokens >= left:
+                raise BudgetExceeded(scope, prompt_tokens, left)
+            completion = min(max_tokens, left - prompt_tokens)
+            grant = Grant(next(self._keys), charge, completion, prompt_tokens)
             with self._pending_lock:
                 self._pending[grant.key] = grant
             return grant
@@ -233,6 +248,9 @@ class BudgetGuard:
             return self._windows.get(now, fresh=fresh)
 
     def _left(self, charge: Charge, pending: list[Grant]) -> int:
+        return self._left_and_scope(charge, pending)[0]
+
+    def _left_and_scope(self, charge: Charge, pending: list[Grant]) -> tuple[int, Scope]:
         try:
             return self._left_from(charge, pending, self._window_sums(self._clock()))
         except BudgetExceeded as exc:
@@ -243,7 +261,7 @@ class BudgetGuard:
 
     def _left_from(
         self, charge: Charge, pending: list[Grant], windows: dict[WindowScope, int]
-    ) -> int:
+    ) -> tuple[int, Scope]:
         policy = self._policy()
         scopes: list[tuple[Scope, int, int]] = []
         if charge.run_id is not None:
@@ -257,11 +275,12 @@ class BudgetGuard:
             scopes.append(("proposer", windows["proposer"], policy.proposer_tokens_per_day))
         scopes.append(("hour", windows["hour"], policy.tokens_per_hour))
         scopes.append(("day", windows["day"], policy.tokens_per_day))
-        left = None
+        tightest: tuple[int, Scope] | None = None
         for scope, spent, limit in scopes:
-            spent += sum(g.max_tokens for g in pending if _in_scope(scope, g.charge, charge))
+            spent += sum(g.held for g in pending if _in_scope(scope, g.charge, charge))
             if spent >= limit:
                 raise BudgetExceeded(scope, spent, limit)
-            left = limit - spent if left is None else min(left, limit - spent)
-        assert left is not None  # hour and day always apply
-        return left
+            if tightest is None or limit - spent < tightest[0]:
+                tightest = (limit - spent, scope)
+        assert tightest is not None  # hour and day always apply
+        return tightest

@@ -68,9 +68,18 @@ class PeriodTotal:
 
 
 def record(
-    target: Store | sqlite3.Connection, charge: Charge, usage: Usage, *, ts: float | None = None
+    target: Store | sqlite3.Connection,
+    charge: Charge,
+    usage: Usage,
+    *,
+    ts: float | None = None,
+    estimated: bool = False,
 ) -> int:
-    """Add one call's usage; returns the row id. A connection joins its open transaction."""
+    """Add one call's usage; returns the row id. A connection joins its open transaction.
+
+    ``estimated``: the call was abandoned before the provider reported its usage (its task
+    ended first), and ``usage`` is what was reserved for it, charged because the provider
+    bills a request it has started."""
     row = (
         time.time() if ts is None else ts,
         charge.run_id,
@@ -81,12 +90,13 @@ def record(
         charge.purpose,
         usage.prompt_tokens,
         usage.completion_tokens,
+        int(estimated),
     )
 
     def insert(conn: sqlite3.Connection) -> int:
         cur = conn.execute(
             "INSERT INTO ledger(ts, run_id, task_id, candidate_id, version_id, model, purpose,"
-            " prompt_tokens, completion_tokens) VALUES (?,?,?,?,?,?,?,?,?)",
+            " prompt_tokens, completion_tokens, estimated) VALUES (?,?,?,?,?,?,?,?,?,?)",
             row,
         )
         return int(cur.lastrowid or 0)

@@ -16,7 +16,7 @@ from daemon.errors import BudgetExceeded
 from daemon.gateway import ledger
 from daemon.gateway.budget import BudgetGuard
 from daemon.gateway.ledger import Charge
-from daemon.providers.base import Capabilities, ChatRequest, ChatResponse, Provider
+from daemon.providers.base import Capabilities, ChatRequest, ChatResponse, Provider, Usage
 from daemon.store import Store
 
 
@@ -42,22 +42,36 @@ class MeteredModel:
             raise ValueError(
                 f"charge names model {charge.model!r} but this provider is {self._provider.ref!r}"
             )
-        grant = await anyio.to_thread.run_sync(self._guard.reserve, charge, request.max_tokens)
+        prompt = await self._provider.prompt_tokens(request)
+        grant = await anyio.to_thread.run_sync(
+            self._guard.reserve, charge, request.max_tokens, prompt
+        )
         try:
             if grant.max_tokens < request.max_tokens:
                 request = request.model_copy(update={"max_tokens": grant.max_tokens})
-            response = await self._provider.chat(request)
+            try:
+                response = await self._provider.chat(request)
+            except anyio.get_cancelled_exc_class():
+                # Abandoned (its task ended, the daemon stops): the provider has started
+                # and bills it, so the reservation is charged, marked as an estimate.
+                reserved = Usage(prompt_tokens=prompt, completion_tokens=grant.max_tokens)
+                with anyio.CancelScope(shield=True):
+                    await self._record(charge, reserved, estimated=True)
+                raise
             # Shielded: tokens the provider spent are charged even if the caller is cancelled.
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(
-                    functools.partial(
-                        ledger.record, self._store, charge, response.usage, ts=self._guard.now()
-                    )
-                )
+                await self._record(charge, response.usage, estimated=False)
         finally:
             # After the ledger row exists, so the guard never sees the call as unspent.
             self._guard.release(grant)
         return response
+
+    async def _record(self, charge: Charge, usage: Usage, *, estimated: bool) -> None:
+        await anyio.to_thread.run_sync(
+            functools.partial(
+                ledger.record, self._store, charge, usage, ts=self._guard.now(), estimated=estimated
+            )
+        )
 
     async def tokens_left(self, charge: Charge) -> int:
         """Completion tokens the next call under ``charge`` may use (0 when a budget is spent)."""

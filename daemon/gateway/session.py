@@ -1,15 +1,22 @@
 """The host side of the guest protocol (``sandbox/guest/PROTOCOL.md``) for one task run.
 
 One Unix socket per run: whoever connects to it *is* that run, so the gateway never trusts
-what a guest says about itself. Every frame is untrusted input: malformed frames get an
+what a guest says about itself. The first connection is the guest runtime's own (it opens
+it before any harness code is imported): only it may say ``hello``, which hands it the run's
+one-time sealing key, and only it may ``submit``, sealed with that key (HMAC-SHA256 over
+the exact payload), so harness code in the same container cannot submit an answer or
+coverage of its own making. Chat replies carry no model name: a harness must not be able to
+tell the primary model from a panel model. Every frame is untrusted input: malformed frames get an
 error reply and are counted, and past ``max_bad_frames`` the run is marked as a protocol
 violation and its connections are closed. Nothing a guest sends can raise out of here.
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
 import os
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -22,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from daemon.errors import BudgetExceeded, HarnessdError, ProviderError, SandboxError
 from daemon.gateway.transcript import Transcript
 from daemon.gateway.unix import RawUnixStream, bind_unix, serve_unix
-from daemon.gateway.wire import MAX_FRAME, PROTOCOL_VERSION, error_reply, ok_reply
+from daemon.gateway.wire import MAX_FRAME, PROTOCOL_VERSION, error_reply, ok_reply, seal_ok
 from daemon.jsonlines import FrameError, LineReader, encode_frame
 from daemon.providers.base import ChatRequest, ChatResponse
 from daemon.tasks import Submission, Task
@@ -72,7 +79,16 @@ class GatewayRecord:
     model_calls: int = 0
     tool_calls: int = 0
     connections: int = 0
+    # A submit whose seal did not verify: something other than the guest runtime tried.
+    forged_submit: bool = False
     transcript: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _SubmitArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    payload: str
+    mac: str
 
 
 class _ToolCallArgs(BaseModel):
@@ -141,7 +157,9 @@ class _Session:
         self.transcript = transcript
         self.active = 0
         self.connection_scopes: set[anyio.CancelScope] = set()
-        self.ops: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
+        self.key = secrets.token_bytes(32)
+        self.greeted = False
+        self.ops: dict[str, Callable[[dict[str, Any], int], Awaitable[Any]]] = {
             "hello": self.hello,
             "chat": self.chat,
             "tool_call": self.tool_call,
@@ -167,21 +185,22 @@ class _Session:
             return
         self.active += 1
         self.record.connections += 1
+        number = self.record.connections
         try:
             with anyio.CancelScope() as scope:
                 self.connection_scopes.add(scope)
-                await self._converse(stream)
+                await self._converse(stream, number)
         finally:
             self.active -= 1
             self.connection_scopes.discard(scope)
 
-    async def _converse(self, stream: RawUnixStream) -> None:
+    async def _converse(self, stream: RawUnixStream, connection: int) -> None:
         reader = LineReader(stream, self.max_frame)
         while True:
             frame = await reader.read()
             if frame is None:
                 return
-            reply = await self.dispatch(frame)
+            reply = await self.dispatch(frame, connection)
             await self._send(stream, reply)
             if self.record.protocol_violation:
                 for scope in self.connection_scopes:
@@ -207,7 +226,9 @@ class _Session:
             return error_reply(req_id, "protocol_limit", f"{limit}; closing: {message}")
         return error_reply(req_id, code, message)
 
-    async def dispatch(self, frame: dict[str, Any] | FrameError) -> dict[str, Any]:
+    async def dispatch(
+        self, frame: dict[str, Any] | FrameError, connection: int = 1
+    ) -> dict[str, Any]:
         if isinstance(frame, FrameError):
             return self.bad(None, frame.code, frame.message)
         req_id = frame.get("id")
@@ -225,7 +246,7 @@ class _Session:
         if not isinstance(args, dict):
             return self.bad(req_id, "bad_args", "'args' must be an object")
         try:
-            return ok_reply(req_id, await handler(args))
+            return ok_reply(req_id, await handler(args, connection))
         except _BadArgs as exc:
             return self.bad(req_id, "bad_args", f"{op}: {exc}")
         except _Refused as exc:
@@ -247,15 +268,24 @@ class _Session:
         if self.record.submission is not None:
             raise _Refused("after_submit", "the answer is already in")
 
-    async def hello(self, args: dict[str, Any]) -> dict[str, Any]:
+    def _require_guest(self, op: str, connection: int) -> None:
+        if connection != 1:
+            raise _Refused("not_guest", f"'{op}' is only served on the guest runtime's connection")
+
+    async def hello(self, args: dict[str, Any], connection: int) -> dict[str, Any]:
         _parse(_Empty, args)
+        self._require_guest("hello", connection)
+        if self.greeted:
+            raise _Refused("not_guest", "'hello' is answered once per run")
+        self.greeted = True
         return {
             "task": self.task.model_dump(mode="json"),
             "limits": {"max_frame": self.max_frame},
             "tokens_left": await self.handler.tokens_left(),
+            "key": self.key.hex(),
         }
 
-    async def chat(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def chat(self, args: dict[str, Any], connection: int) -> dict[str, Any]:
         request: ChatRequest = _parse(ChatRequest, args)
         self._require_open()
         try:
@@ -265,10 +295,10 @@ class _Session:
             raise
         self.record.model_calls += 1
         self.transcript.chat(request, response)
-        result: dict[str, Any] = response.model_dump(mode="json")
+        result: dict[str, Any] = response.model_dump(mode="json", exclude={"model"})
         return result
 
-    async def tool_call(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def tool_call(self, args: dict[str, Any], connection: int) -> dict[str, Any]:
         call: _ToolCallArgs = _parse(_ToolCallArgs, args)
         self._require_open()
         self.record.tool_calls += 1
@@ -280,13 +310,23 @@ class _Session:
         self.transcript.tool(call.name, call.arguments, result=content)
         return {"content": content}
 
-    async def budget(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def budget(self, args: dict[str, Any], connection: int) -> dict[str, Any]:
         _parse(_Empty, args)
         return {"tokens_left": await self.handler.tokens_left()}
 
-    async def submit(self, args: dict[str, Any]) -> dict[str, Any]:
-        submission: Submission = _parse(Submission, args)
+    async def submit(self, args: dict[str, Any], connection: int) -> dict[str, Any]:
+        sealed: _SubmitArgs = _parse(_SubmitArgs, args)
+        self._require_guest("submit", connection)
         self._require_open()
+        expected = seal_ok(self.key, sealed.payload)
+        if not hmac.compare_digest(expected, sealed.mac):
+            self.record.forged_submit = True
+            self.record.protocol_violation = True
+            raise _Refused("bad_seal", "the submission's seal does not verify")
+        try:
+            submission = Submission.model_validate_json(sealed.payload)
+        except ValidationError as exc:
+            raise _BadArgs(_validation_summary(exc)) from None
         self.record.submission = submission
         return {}
 

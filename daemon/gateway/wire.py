@@ -6,6 +6,8 @@ copy of these constants; frames travel as bounded JSON lines (:mod:`daemon.jsonl
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from typing import Any
 
 from daemon.jsonlines import error_frame, ok_frame
@@ -20,3 +22,9 @@ def ok_reply(req_id: Any, result: Any) -> dict[str, Any]:
 
 def error_reply(req_id: Any, code: str, message: str) -> dict[str, Any]:
     return error_frame(PROTOCOL_VERSION, req_id, code, message)
+
+
+def seal_ok(key: bytes, payload: str) -> str:
+    """The seal the guest runtime puts on a submission: HMAC-SHA256 of the payload's UTF-8
+    bytes with the run's key, as hex (``harnessd_seal`` computes the same in the guest)."""
+    return hmac.new(key, payload.encode("utf-8"), hashlib.sha256).hexdigest()

@@ -19,7 +19,15 @@ from typing import Any
 import anthropic
 
 from daemon.config.policy import RetryPolicy
-from daemon.providers.base import Capabilities, ChatRequest, ChatResponse, Message, ToolCall, Usage
+from daemon.providers.base import (
+    Capabilities,
+    ChatRequest,
+    ChatResponse,
+    EstimatesPromptTokens,
+    Message,
+    ToolCall,
+    Usage,
+)
 from daemon.providers.http_errors import bad_response, status_error, transport_error
 
 STRUCTURED_TOOL = "harnessd_structured_output"
@@ -131,7 +139,7 @@ def from_anthropic(ref: str, message: Any, wrapped: bool) -> ChatResponse:
     )
 
 
-class AnthropicProvider:
+class AnthropicProvider(EstimatesPromptTokens):
     """One Anthropic model; the SDK client is safe for concurrent use."""
 
     capabilities = Capabilities()

@@ -80,6 +80,21 @@ class Capabilities:
     structured_edits: bool = False
 
 
+def estimated_prompt_tokens(request: ChatRequest) -> int:
+    """A generous token estimate of a request's prompt, for providers that cannot count it
+    before sending: one token per three bytes of its JSON (English text runs about four
+    bytes a token, code and JSON about three), plus a few per message for the framing."""
+    size = len(request.model_dump_json(include={"messages", "tools", "response_schema"}))
+    return -(-size // 3) + 4 * len(request.messages)
+
+
+class EstimatesPromptTokens:
+    """For providers that learn a prompt's size only from the reply's usage."""
+
+    async def prompt_tokens(self, request: ChatRequest) -> int:
+        return estimated_prompt_tokens(request)
+
+
 class Provider(Protocol):
     """One configured model. Implementations must be safe to call from many tasks at once."""
 
@@ -88,6 +103,11 @@ class Provider(Protocol):
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Answer one request. Raises ProviderError after the policy's retries are spent."""
+        ...
+
+    async def prompt_tokens(self, request: ChatRequest) -> int:
+        """The request's prompt size in tokens before it is sent: counted where the provider
+        can (local), else :func:`estimated_prompt_tokens`."""
         ...
 
     async def aclose(self) -> None: ...

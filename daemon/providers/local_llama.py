@@ -223,6 +223,16 @@ class LocalProvider:
     async def chat(self, request: ChatRequest) -> ChatResponse:
         return await anyio.to_thread.run_sync(self._chat_blocking, request, limiter=self._turn)
 
+    async def prompt_tokens(self, request: ChatRequest) -> int:
+        """Exact: the request rendered with the model's chat template, tokenized."""
+        return await anyio.to_thread.run_sync(self._count_blocking, request, limiter=self._turn)
+
+    def _count_blocking(self, request: ChatRequest) -> int:
+        model = _open_model(self._model_path(), self._cfg)
+        messages: Any = to_chat_messages(request)
+        prompt_text = model.formatter(messages=messages).prompt
+        return len(model.llama.tokenize(prompt_text.encode("utf-8"), add_bos=False, special=True))
+
     def _chat_blocking(self, request: ChatRequest) -> ChatResponse:
         model = _open_model(self._model_path(), self._cfg)
         grammar = grammar_for(reply_schema(request, self.ref), self.ref, model.llama)

@@ -18,7 +18,15 @@ from typing import Any
 import openai
 
 from daemon.config.policy import RetryPolicy
-from daemon.providers.base import Capabilities, ChatRequest, ChatResponse, Message, ToolCall, Usage
+from daemon.providers.base import (
+    Capabilities,
+    ChatRequest,
+    ChatResponse,
+    EstimatesPromptTokens,
+    Message,
+    ToolCall,
+    Usage,
+)
 from daemon.providers.http_errors import bad_response, status_error, transport_error
 
 RAW_ARGUMENTS_KEY = "_raw"
@@ -108,7 +116,7 @@ def from_openai(ref: str, completion: Any) -> ChatResponse:
     )
 
 
-class OpenAIProvider:
+class OpenAIProvider(EstimatesPromptTokens):
     """One model on an OpenAI-compatible server; the SDK client is safe for concurrent use."""
 
     capabilities = Capabilities()

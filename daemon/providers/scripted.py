@@ -52,7 +52,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from daemon.config.validation import read_toml, validate_model
 from daemon.errors import ConfigError, ProviderConfigError, ProviderError
-from daemon.providers.base import Capabilities, ChatRequest, ChatResponse, ToolCall, Usage
+from daemon.providers.base import (
+    Capabilities,
+    ChatRequest,
+    ChatResponse,
+    EstimatesPromptTokens,
+    ToolCall,
+    Usage,
+)
 
 CHARS_PER_TOKEN = 4
 
@@ -149,7 +156,7 @@ def load_script(path: Path) -> Script:
         raise ProviderConfigError(str(exc)) from None
 
 
-class ScriptedProvider:
+class ScriptedProvider(EstimatesPromptTokens):
     """Replies from a script file; safe for concurrent use (no await while choosing)."""
 
     capabilities = Capabilities()

@@ -75,7 +75,7 @@ def check_suite(policy: Policy, cache_dir: Path) -> None:
     suite = load_suite(policy.suite.name, cache_dir)
     split(
         suite.task_ids(),
-        seed=policy.suite.split_seed,
+        seed=policy.suite.split_seed or "only-the-sizes-are-checked-here",
         dev_size=policy.suite.dev_size,
         heldout_size=policy.suite.heldout_size,
         suite=f"suite '{policy.suite.name}'",

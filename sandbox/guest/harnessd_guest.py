@@ -1,24 +1,42 @@
 """harnessd guest runtime: runs one harness on one task inside the sandbox container.
 
-Stdlib only. Connects to the gateway socket, says ``hello`` to receive the task, imports
-``/harness/harness.py``, calls ``solve(task, ctx)`` while recording which lines of the
-harness's own files run, and ``submit``s the answer with that coverage. If ``solve`` raises,
-the submission carries ``error`` and the process exits 1. Protocol: PROTOCOL.md next to
-this file.
+Stdlib only. The protocol is in PROTOCOL.md next to this file; the trust design in the
+docstring of ``harnessd_lockdown``. Three threads:
+
+* the **keeper** (a thread of its own, so that no frame of the main thread, which signal
+  handlers receive, holds anything): connects to the gateway, says ``hello`` (receiving
+  the task and the run's sealing key), compiles the harness files with one line number per
+  statement (``harnessd_statements``), locks the process down (``harnessd_lockdown``),
+  starts the harness thread, waits for it, and submits the answer with the coverage,
+  sealed with the key so that nothing else in the process can submit in its name;
+* the **harness thread**, traced line by line (its frames are the only traced ones), which
+  imports ``/harness/harness.py`` and calls ``solve(task, ctx)``; ``ctx`` talks to the
+  gateway over a second connection;
+* the main thread, which only waits.
+
+Everything the keeper does after harness code starts uses functions and methods bound
+before it started (locals, closures, default arguments): harness code may patch modules and
+builtins, but not those bindings. If ``solve`` raises, the submission carries ``error`` and
+the process exits 1.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
+import importlib.machinery
 import json
 import os
 import socket
 import sys
 import threading
-import traceback
 from pathlib import Path
 from typing import Any
+
+GUEST_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, GUEST_DIR)
+
+import harnessd_lockdown  # noqa: E402
+import harnessd_seal  # noqa: E402
+import harnessd_statements  # noqa: E402
 
 SOCKET_PATH = "/run/harnessd/gateway.sock"
 HARNESS_DIR = "/harness"
@@ -26,6 +44,7 @@ SCRATCH_DIR = "/work"
 PROTOCOL_VERSION = 1
 DEFAULT_MAX_FRAME = 1 << 20
 ERROR_CHARS = 2000
+REPLY_WAIT_S = 10.0
 
 EXIT_OK = 0
 EXIT_SOLVE_FAILED = 1
@@ -156,141 +175,212 @@ class Context:
         print(*args, file=sys.stderr, flush=True)
 
 
-class LineCoverage:
-    """Lines of files under ``root`` that produced a 'line' trace event, in every thread."""
+# -- set-up, before any harness code exists -------------------------------------------------
 
-    def __init__(self, root: str) -> None:
-        self._prefix = root.rstrip("/") + "/"
-        self._lines: dict[str, set[int]] = {}
-        self._tracers: dict[str, Any] = {}
 
-    def _tracer_for(self, filename: str) -> Any:
-        lines = self._lines.setdefault(filename, set())
+def _not_dumpable() -> None:
+    """Make this process non-dumpable, so no other process of the sandbox's user (a
+    program the harness starts) can read its memory, then forget ctypes again."""
+    import ctypes
 
-        def trace_lines(frame: Any, event: str, arg: Any) -> Any:
+    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    for name in [m for m in sys.modules if m == "ctypes" or m.startswith(("ctypes.", "_ctypes"))]:
+        del sys.modules[name]
+
+
+def _harness_sources(root: str) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                with open(path, "rb") as handle:
+                    found[path] = handle.read()
+    return found
+
+
+def _numbered_code(sources: dict[str, bytes]) -> dict[str, Any]:
+    """Each harness file compiled with one line number per statement (files that do not
+    parse are left to the import system, which reports the error)."""
+    code: dict[str, Any] = {}
+    for path, data in sources.items():
+        try:
+            tree, _ = harnessd_statements.parse_numbered(data.decode("utf-8"), path)
+            code[path] = compile(tree, path, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+            continue
+    return code
+
+
+def _install_loader(sources: dict[str, bytes], code: dict[str, Any]) -> None:
+    """Imports from the harness directory get the numbered code objects."""
+
+    class HarnessLoader(importlib.machinery.SourceFileLoader):
+        def source_to_code(self, data: Any, path: Any, *, _optimize: int = -1) -> Any:  # type: ignore[override]
+            compiled = code.get(path)
+            if compiled is not None and bytes(data) == sources.get(path):
+                return compiled
+            return super().source_to_code(data, path)
+
+    def path_hook(path: str) -> importlib.machinery.FileFinder:
+        real = os.path.normpath(path)
+        if real != HARNESS_DIR and not real.startswith(HARNESS_DIR + "/"):
+            raise ImportError("not a harness directory")
+        return importlib.machinery.FileFinder(path, (HarnessLoader, [".py"]))
+
+    sys.path_hooks.insert(0, path_hook)
+    sys.path_importer_cache.clear()
+    sys.path.insert(0, HARNESS_DIR)
+
+
+def _tracer(paths: list[str]) -> tuple[Any, dict[str, set[int]]]:
+    """A trace function recording the lines of the harness files that run, and its data.
+
+    It is reachable only from the harness thread's state and the ``f_trace`` of its frames,
+    and frames are refused to harness code (see harnessd_lockdown).
+    """
+    lines: dict[str, set[int]] = {path: set() for path in paths}
+
+    def local_for(ran: set[int]) -> Any:
+        def local(frame: Any, event: str, arg: Any) -> Any:
             if event == "line":
-                lines.add(frame.f_lineno)
-            return trace_lines
+                ran.add(frame.f_lineno)
+            return local
 
-        return trace_lines
+        return local
 
-    def _on_call(self, frame: Any, event: str, arg: Any) -> Any:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(self._prefix):
+    locals_by_file = {path: local_for(ran) for path, ran in lines.items()}
+
+    def global_tracer(frame: Any, event: str, arg: Any) -> Any:
+        if event != "call":
             return None
-        tracer = self._tracers.get(filename)
-        if tracer is None:
-            tracer = self._tracers[filename] = self._tracer_for(filename)
-        return tracer
+        return locals_by_file.get(frame.f_code.co_filename)
 
-    def start(self) -> None:
-        threading.settrace(self._on_call)
-        sys.settrace(self._on_call)
+    return global_tracer, lines
 
-    def stop(self) -> None:
-        sys.settrace(None)
-        threading.settrace(None)
 
-    def report(self) -> dict[str, list[int]]:
-        """``{"relative/path.py": [sorted line numbers]}``."""
-        result: dict[str, list[int]] = {}
-        for filename, lines in list(self._lines.items()):
-            relative = os.path.normpath(filename[len(self._prefix) :])
-            if lines and not relative.startswith(".."):
-                result[relative] = sorted(lines)
-        return result
+class _Runner:
+    """The harness thread's body: import the harness, call solve, hand the result back."""
+
+    def __init__(self, task: dict[str, Any], ctx: Context, box: list[Any], release: Any) -> None:
+        self.task = task
+        self.ctx = ctx
+        self.box = box
+        self.release = release
+
+    def run(self) -> None:
+        threading._trace_hook = None  # type: ignore[attr-defined]  # only this thread is traced
+        try:
+            module = __import__("harness")
+            solve = getattr(module, "solve", None)
+            if not callable(solve):
+                raise AttributeError(f"{HARNESS_DIR}/harness.py does not define solve(task, ctx)")
+            self.box[0] = ("ok", solve(self.task, self.ctx))
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt are failures too
+            text = _describe(exc)
+            self.box[0] = ("error", text)
+            # No traceback: walking one needs frames, which harness code may not have.
+            print(f"harnessd guest: solve() raised {text}", file=sys.stderr, flush=True)
+        finally:
+            self.release()
 
 
 def _describe(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except BaseException:
+        text = "an exception whose message could not be shown"
     return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 3] + "..."
 
 
-def _load_harness() -> Any:
-    sys.path.insert(0, HARNESS_DIR)
-    module = importlib.import_module("harness")
-    solve = getattr(module, "solve", None)
-    if not callable(solve):
-        raise AttributeError(f"{HARNESS_DIR}/harness.py does not define solve(task, ctx)")
-    return solve
-
-
-def _answer_fields(result: Any) -> dict[str, Any]:
-    """The submission fields from what ``solve`` returned; TypeError/ValueError if invalid."""
-    if not isinstance(result, dict):
-        raise TypeError(f"solve() must return a dict, got {type(result).__name__}")
-    if "output" not in result:
-        raise ValueError("solve() must return a dict with an 'output' key")
-    claimed = result.get("claimed_success", False)
-    if not isinstance(claimed, bool):
-        raise TypeError(f"'claimed_success' must be a bool, got {type(claimed).__name__}")
-    confidence = result.get("confidence")
-    if confidence is not None:
-        if isinstance(confidence, bool) or not isinstance(confidence, int | float):
-            raise TypeError(f"'confidence' must be a number or None, got {confidence!r}")
-        if not 0.0 <= confidence <= 1.0:
-            raise ValueError(f"'confidence' must be between 0 and 1, got {confidence}")
-    output = result["output"]
-    # Strict JSON: the error names the unserialisable value (a set, NaN, a cycle...).
-    json.dumps(output, allow_nan=False)
-    return {"output": output, "claimed_success": claimed, "confidence": confidence}
-
-
-def run_solve(task: dict[str, Any], ctx: Context, coverage: LineCoverage) -> dict[str, Any]:
-    """Call the harness and return the submission's fields (with ``error`` if it failed)."""
-    coverage.start()
+def _keep() -> None:
+    exit_now = os._exit
     try:
-        result = _load_harness()(task, ctx)
-    except BaseException as exc:  # SystemExit and KeyboardInterrupt are harness failures too
-        coverage.stop()
-        traceback.print_exc()
-        return {"output": None, "claimed_success": False, "error": _describe(exc)}
-    coverage.stop()
+        gateway = Gateway.connect(SOCKET_PATH)
+        harness_link = Gateway.connect(SOCKET_PATH)
+    except OSError as exc:
+        print(f"harnessd guest: cannot reach the gateway at {SOCKET_PATH}: {exc}", file=sys.stderr)
+        exit_now(EXIT_NO_GATEWAY)
     try:
-        return _answer_fields(result)
-    except Exception as exc:  # RecursionError from a deep output, a dict that lies, ...
-        print(f"harnessd guest: invalid answer: {exc}", file=sys.stderr)
-        return {"output": None, "claimed_success": False, "error": _describe(exc)}
+        hello = gateway.request("hello", {})
+        task = hello["task"]
+        seal = harnessd_seal.make_sealer(bytes.fromhex(hello["key"]))
+        max_frame = int(hello.get("limits", {}).get("max_frame", DEFAULT_MAX_FRAME))
+    except (OSError, ValueError, KeyError, TypeError, GatewayError) as exc:
+        print(f"harnessd guest: gateway exchange failed: {_describe(exc)}", file=sys.stderr)
+        exit_now(EXIT_GATEWAY_FAILED)
+    sources = _harness_sources(HARNESS_DIR)
+    _install_loader(sources, _numbered_code(sources))
+    os.chdir(SCRATCH_DIR)
+    trace, lines = _tracer(list(sources))
+    check = harnessd_seal.make_answer_check()
+    done = threading.Lock()
+    done.acquire()
+    box: list[Any] = [None]
+    runner = _Runner(task, Context(harness_link, task), box, done.release)
+    harness_thread = threading.Thread(target=runner.run, name="harness", daemon=True)
+    # Bound now: after the harness starts, only these bindings are used.
+    send, receive, wait = gateway._sock.sendall, gateway._sock.recv, done.acquire
+    set_timeout, flush = gateway._sock.settimeout, sys.stderr.flush
+    sort, unsealable, base_exc = sorted, harnessd_seal.Unsealable, BaseException
+    _type, _tuple, _str, _len, cut = type, tuple, str, len, len(HARNESS_DIR) + 1
+    events, allow_trace = harnessd_lockdown.install(harness_root=HARNESS_DIR, sources=sources)
+    allow_trace(1)  # the harness thread's own sys.settrace, in threading's bootstrap
+    threading.settrace(trace)
+    harness_thread.start()
 
-
-def _fit_frame(submission: dict[str, Any], max_frame: int) -> dict[str, Any]:
-    size = len(json.dumps(submission, separators=(",", ":"), ensure_ascii=False).encode())
-    if size + 200 <= max_frame:
-        return submission
-    message = f"ValueError: the answer is {size} bytes, over the gateway's {max_frame}-byte limit"
-    return {
-        "output": None,
-        "claimed_success": False,
-        "error": message,
-        "coverage": submission["coverage"],
-    }
+    # -- from here on, harness code runs: locals only ---------------------------------------
+    wait()
+    result = box[0]
+    kind, value = result if _type(result) is _tuple and _len(result) == 2 else ("", None)
+    fields: dict[str, Any]
+    if _type(kind) is not _str or (_type(value) is not _str and kind != "ok"):
+        kind, value = "error", "RuntimeError: the harness thread left no answer"
+    if kind == "ok":
+        try:
+            fields = check(value)
+        except unsealable as exc:
+            fields = {"output": None, "claimed_success": False, "error": f"ValueError: {exc}"}
+    else:
+        fields = {"output": None, "claimed_success": False, "error": value}
+    fields["coverage"] = {path[cut:]: sort(ran) for path, ran in lines.items() if ran}
+    fields["tamper"] = [detail for what, detail in events if what == "tamper"]
+    fields["refused"] = [detail for what, detail in events if what != "tamper"]
+    try:
+        payload, mac = seal(fields)
+    except unsealable as exc:
+        fields.update(output=None, claimed_success=False, error=f"ValueError: {exc}")
+        payload, mac = seal(fields)
+    if len(payload) + 300 > max_frame:
+        size = len(payload)
+        fields.update(output=None, claimed_success=False)
+        fields["error"] = f"ValueError: the answer is {size} bytes, over the {max_frame}-byte limit"
+        payload, mac = seal(fields)
+    frame, _ = seal({"v": PROTOCOL_VERSION, "id": "submit", "op": "submit",
+                     "args": {"payload": payload, "mac": mac}})  # fmt: skip
+    code = EXIT_SOLVE_FAILED if "error" in fields else EXIT_OK
+    try:
+        send((frame + "\n").encode("utf-8"))
+        set_timeout(REPLY_WAIT_S)
+        receive(65536)  # the gateway's acknowledgement (or nothing, if it never comes)
+    except base_exc:
+        code = EXIT_GATEWAY_FAILED
+    try:  # noqa: SIM105 - contextlib would be looked up by name, after harness code ran
+        flush()
+    except base_exc:
+        pass
+    # Leftover harness threads must not keep the container alive after the answer is in.
+    exit_now(code)
 
 
 def main() -> int:
-    try:
-        gateway = Gateway.connect(SOCKET_PATH)
-    except OSError as exc:
-        print(f"harnessd guest: cannot reach the gateway at {SOCKET_PATH}: {exc}", file=sys.stderr)
-        return EXIT_NO_GATEWAY
-    try:
-        hello = gateway.request("hello", {})
-        gateway.max_frame = int(hello.get("limits", {}).get("max_frame", DEFAULT_MAX_FRAME))
-        task = hello["task"]
-        os.chdir(SCRATCH_DIR)
-        coverage = LineCoverage(HARNESS_DIR)
-        fields = run_solve(task, Context(gateway, task), coverage)
-        fields["coverage"] = coverage.report()
-        gateway.request("submit", _fit_frame(fields, gateway.max_frame))
-    except (OSError, ValueError, KeyError, GatewayError) as exc:
-        print(f"harnessd guest: gateway exchange failed: {_describe(exc)}", file=sys.stderr)
-        return EXIT_GATEWAY_FAILED
-    return EXIT_SOLVE_FAILED if "error" in fields else EXIT_OK
+    _not_dumpable()
+    keeper = threading.Thread(target=_keep, name="keeper")
+    keeper.start()
+    keeper.join()
+    return EXIT_GATEWAY_FAILED  # the keeper ends the process itself; reaching here is a failure
 
 
 if __name__ == "__main__":
-    code = main()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):  # the harness may have closed or replaced it
-            stream.flush()
-    # Leftover harness threads must not keep the container alive after the answer is in.
-    os._exit(code)
+    os._exit(main())

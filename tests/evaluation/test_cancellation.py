@@ -14,6 +14,7 @@ from pathlib import Path
 import docker
 
 from sandbox.labels import INSTANCE, instance_id
+from sandbox.rundir import runs_root
 from tests.daemon_process import start_daemon
 from tests.improve.patches import IMPROVE, proposer_script
 from tests.improve.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
@@ -61,7 +62,7 @@ def test_ctrl_c_on_eval_removes_containers_and_run_dirs(tmp_path: Path, asset_ca
     instance = f"{instance_id(state)}-eval-{proc.pid}"
     try:
         _wait(lambda: len(_mine(client, instance)) >= 2, 120, "eval containers to start")
-        assert any((state / "runs").iterdir())
+        assert any(runs_root(instance).iterdir())
         proc.send_signal(signal.SIGINT)
         proc.wait(60)
     finally:
@@ -69,7 +70,7 @@ def test_ctrl_c_on_eval_removes_containers_and_run_dirs(tmp_path: Path, asset_ca
             proc.kill()
     assert proc.returncode != 0
     assert _mine(client, instance) == []
-    assert list((state / "runs").iterdir()) == []
+    assert list(runs_root(instance).iterdir()) == []
     client.close()
 
 
@@ -91,7 +92,7 @@ def test_sigterm_during_a_cycle_leaves_nothing_behind(tmp_path: Path, asset_cach
         code = daemon.stop()
     assert code == 0
     assert _mine(client, instance) == []
-    assert list((daemon.state_dir / "runs").iterdir()) == []
+    assert list(runs_root(instance).iterdir()) == []
     client.close()
     db = sqlite3.connect(daemon.state_dir / "state.db")
     states = {r[0] for r in db.execute("SELECT state FROM candidates")}

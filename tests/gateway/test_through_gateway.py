@@ -83,7 +83,8 @@ def _harness(guest: ModuleType, path: Path, calls: int | None) -> dict[str, Any]
     """A guest that chats ``calls`` times (None: until refused), claims usage, submits."""
     gateway = guest.Gateway.connect(str(path))
     try:
-        gateway.request("hello", {})
+        hello = gateway.request("hello", {})
+        seal = guest.harnessd_seal.make_sealer(bytes.fromhex(hello["key"]))
         model = guest.Model(gateway)
         seen: list[dict[str, Any]] = []
         refused = None
@@ -94,7 +95,8 @@ def _harness(guest: ModuleType, path: Path, calls: int | None) -> dict[str, Any]
                 refused = exc.message
                 break
         lie = {"usage_claimed": {"prompt_tokens": 1, "completion_tokens": 1}}
-        gateway.request("submit", {"output": lie, "claimed_success": True})
+        payload, mac = seal({"output": lie, "claimed_success": True})
+        gateway.request("submit", {"payload": payload, "mac": mac})
         return {"replies": seen, "refused": refused}
     finally:
         gateway._sock.close()

@@ -19,6 +19,7 @@ import docker
 import pytest
 
 from sandbox.labels import INSTANCE, instance_id
+from sandbox.rundir import runs_root
 from tests.daemon_process import RunningDaemon, start_daemon
 from tests.improve.patches import mode_steps, proposer_script
 from tests.improve.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
@@ -90,7 +91,7 @@ def test_twenty_kill9_rounds(tmp_path: Path, asset_cache: Path) -> None:
         code = daemon.stop()
     assert code == 0
     assert not client.api.containers(all=True, filters={"label": f"{INSTANCE}={instance}"})
-    assert not any((daemon.state_dir / "runs").iterdir())
+    assert not any(runs_root(instance).iterdir())
     db = sqlite3.connect(daemon.state_dir / "state.db")
     events = db.execute("SELECT COUNT(*) FROM events WHERE kind = 'daemon.started'").fetchone()[0]
     assert events == ROUNDS + 1

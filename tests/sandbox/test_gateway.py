@@ -16,17 +16,25 @@ from anyio.abc import SocketStream
 
 from daemon.errors import ProviderError, SandboxError
 from daemon.gateway.session import GatewayRecord, serve_gateway
+from daemon.gateway.wire import seal_ok
 from tests.sandbox.conftest import StandInModel, make_task
 
 pytestmark = [pytest.mark.anyio, pytest.mark.unit]
 
 HELLO = {"v": 1, "id": 1, "op": "hello", "args": {}}
-SUBMIT = {
-    "v": 1,
-    "id": "s",
-    "op": "submit",
-    "args": {"output": [], "claimed_success": True, "coverage": {"harness.py": [1, 2]}},
-}
+ANSWER = {"output": [], "claimed_success": True, "coverage": {"harness.py": [1, 2]}}
+
+
+def sealed(
+    key: bytes, fields: dict[str, Any] | None = None, mac: str | None = None
+) -> dict[str, Any]:
+    payload = json.dumps(ANSWER if fields is None else fields)
+    return {
+        "v": 1,
+        "id": "s",
+        "op": "submit",
+        "args": {"payload": payload, "mac": mac or seal_ok(key, payload)},
+    }
 
 
 @pytest.fixture
@@ -39,6 +47,16 @@ class Client:
     def __init__(self, stream: SocketStream) -> None:
         self.stream = stream
         self.buffer = b""
+        self.key = b""
+
+    async def hello(self) -> dict[str, Any]:
+        reply = await self.ask(HELLO)
+        if reply.get("ok"):
+            self.key = bytes.fromhex(reply["result"]["key"])
+        return reply
+
+    async def submit(self, fields: dict[str, Any] | None = None) -> dict[str, Any]:
+        return await self.ask(sealed(self.key, fields))
 
     async def send_raw(self, data: bytes) -> None:
         await self.stream.send(data)
@@ -86,8 +104,8 @@ async def test_well_behaved_session(socket_dir: Path) -> None:
     model = StandInModel()
     async with gateway(socket_dir, model) as (record, path), client(path) as guest:
         assert stat.S_IMODE(path.stat().st_mode) == 0o666
-        hello = await guest.ask(HELLO)
-        assert hello["ok"] and hello["id"] == 1
+        hello = await guest.hello()
+        assert hello["ok"] and hello["id"] == 1 and len(guest.key) == 32
         assert hello["result"]["task"]["prompt"][0]["content"].startswith("What is the weather")
         assert hello["result"]["tokens_left"] == 1000
         chat = await guest.ask(
@@ -101,14 +119,15 @@ async def test_well_behaved_session(socket_dir: Path) -> None:
         assert chat["ok"], chat
         assert chat["result"]["tool_calls"][0]["name"] == "get_weather"
         assert chat["result"]["usage"] == {"prompt_tokens": 10, "completion_tokens": 5}
+        assert "model" not in chat["result"]  # primary and panel models look alike
         tool = await guest.ask(
             {"v": 1, "id": 3, "op": "tool_call", "args": {"name": "lookup", "arguments": {"q": 1}}}
         )
         assert tool["result"] == {"content": {"tool": {"answer": 42}, "arguments": {"q": 1}}}
         budget = await guest.ask({"v": 1, "id": 4, "op": "budget", "args": {}})
         assert budget["result"] == {"tokens_left": 985}
-        assert (await guest.ask(SUBMIT))["ok"]
-        again = await guest.ask(SUBMIT)
+        assert (await guest.submit())["ok"]
+        again = await guest.submit()
         assert again["error"]["code"] == "after_submit"
         late_chat = await guest.ask(
             {
@@ -159,8 +178,8 @@ async def test_bad_frames_get_errors_and_the_gateway_survives(socket_dir: Path) 
             "code"
         ] == "bad_args"
         # Still serving: a good request works after all that.
-        assert (await guest.ask(HELLO))["ok"]
-        assert (await guest.ask(SUBMIT))["ok"]
+        assert (await guest.hello())["ok"]
+        assert (await guest.submit())["ok"]
     assert record.bad_frames == 11
     assert not record.protocol_violation
     assert record.submission is not None
@@ -188,7 +207,8 @@ async def test_too_many_bad_frames_close_every_connection(socket_dir: Path) -> N
 async def test_connection_limit(socket_dir: Path) -> None:
     async with gateway(socket_dir, max_connections=2) as (record, path):
         async with client(path) as one, client(path) as two:
-            assert (await one.ask(HELLO))["ok"] and (await two.ask(HELLO))["ok"]
+            budget = {"v": 1, "id": 2, "op": "budget", "args": {}}
+            assert (await one.ask(HELLO))["ok"] and (await two.ask(budget))["ok"]
             async with client(path) as three:
                 assert (await three.reply())["error"]["code"] == "protocol_limit"
                 assert await three.at_eof()
@@ -203,10 +223,10 @@ async def test_oversize_frame_without_newline_then_eof(socket_dir: Path) -> None
             assert (await guest.reply())["error"]["code"] == "too_large"
         async with client(path) as guest:
             # A last frame without a newline is still read at end of stream.
-            await guest.send_raw(json.dumps(SUBMIT).encode())
+            await guest.send_raw(json.dumps({"v": 1, "id": 2, "op": "budget"}).encode())
             await guest.stream.send_eof()
             assert (await guest.reply())["ok"]
-    assert record.submission is not None
+    assert record.submission is None and record.bad_frames == 1
 
 
 class FailingModel(StandInModel):
@@ -296,13 +316,23 @@ async def test_concurrent_runs_have_separate_records(socket_dir: Path) -> None:
         client(path_a) as a,
         client(path_b) as b,
     ):
-        assert (await a.ask(SUBMIT))["ok"]
-        assert (await b.ask(HELLO))["ok"]
+        assert (await a.hello())["ok"] and (await b.hello())["ok"]
+        assert a.key != b.key  # every run has a key of its own
+        assert (await a.ask(sealed(b.key)))["error"]["code"] == "bad_seal"
+    async with (
+        gateway(socket_dir / "a") as (record_a, path_a),
+        gateway(socket_dir / "b") as (record_b, path_b),
+        client(path_a) as a,
+        client(path_b) as b,
+    ):
+        assert (await a.hello())["ok"] and (await a.submit())["ok"]
+        assert (await b.hello())["ok"]
     assert record_a.submission is not None and record_b.submission is None
 
 
 async def test_abrupt_and_unreading_clients_do_not_hurt_the_gateway(socket_dir: Path) -> None:
-    async with gateway(socket_dir, max_connections=2) as (record, path):
+    async with gateway(socket_dir, max_connections=2) as (record, path), client(path) as guest:
+        assert (await guest.hello())["ok"]  # the guest runtime's connection comes first
         for _ in range(30):  # connect and vanish, some of them past the connection limit
             stream = await anyio.connect_unix(path)
             await stream.aclose()
@@ -313,13 +343,34 @@ async def test_abrupt_and_unreading_clients_do_not_hurt_the_gateway(socket_dir: 
             with anyio.move_on_after(2):
                 for _ in range(5000):
                     await flooder.send_raw(frame)
-        # Slots free up as the gateway notices the departures; then a guest is served.
+        # Slots free up as the gateway notices the departures; then another one is served.
+        budget = {"v": 1, "id": 2, "op": "budget", "args": {}}
         with anyio.fail_after(10):
             while True:
-                async with client(path) as guest:
-                    if (await guest.ask(HELLO)).get("ok"):
-                        assert (await guest.ask(SUBMIT))["ok"]
+                async with client(path) as other:
+                    if (await other.ask(budget)).get("ok"):
                         break
                 await anyio.sleep(0.05)
+        assert (await guest.submit())["ok"]
     assert record.submission is not None
     assert not record.protocol_violation
+
+
+async def test_only_the_guest_connection_says_hello_and_submits_and_only_sealed(
+    socket_dir: Path,
+) -> None:
+    """Harness code shares the container with the guest runtime: it may open connections of
+    its own (chat through them is fine), but an answer in the guest's name needs the key
+    that only the first connection received, before any harness code existed."""
+    async with gateway(socket_dir) as (record, path), client(path) as guest:
+        assert (await guest.hello())["ok"]
+        async with client(path) as intruder:
+            refused = await intruder.ask(HELLO)
+            assert refused["error"]["code"] == "not_guest"
+            refused = await intruder.ask(sealed(guest.key))
+            assert refused["error"]["code"] == "not_guest"
+        assert (await guest.ask(HELLO))["error"]["code"] == "not_guest"  # once per run
+        forged = await guest.ask(sealed(guest.key, {"output": [1]}, mac="0" * 64))
+        assert forged["error"]["code"] == "bad_seal"
+        assert await guest.at_eof()  # a forged seal ends the run's connections
+    assert record.forged_submit and record.protocol_violation and record.submission is None

@@ -109,7 +109,9 @@ def host_addresses() -> list[str]:
 
 
 def assert_crash(run: TaskRun, *fragments: str) -> None:
-    assert run.error == "crash", (run.error, run.submission, run.outcome.output[-2000:])
+    """The run failed: a crash, or ``tamper`` where the guest itself refused part of the
+    attempt (reading /proc, importing ctypes) before the kernel had to."""
+    assert run.error in ("crash", "tamper"), (run.error, run.submission, run.outcome.output[-2000:])
     assert run.submission is not None and run.submission.error is not None
     for fragment in fragments:
         assert fragment in run.submission.error, run.submission.error
@@ -362,7 +364,10 @@ async def test_sleeping_past_the_wall_clock_times_out(sandbox: Sandbox) -> None:
     harness = """
 import signal, time
 def solve(task, ctx):
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:  # harness code runs in a thread of its own, where Python refuses this anyway
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    except ValueError:
+        pass
     time.sleep(3600)
     return {"output": "woke", "claimed_success": True}
 """
@@ -419,15 +424,18 @@ def solve(task, ctx):
 
 
 async def test_escalation_attempts_fail(sandbox: Sandbox) -> None:
+    # ctypes is refused to harness code (tamper); the kernel would refuse these anyway.
     body = """
-import ctypes, os
+import os
 def setuid_root(meta):
     os.setuid(0)
 def new_user_namespace(meta):
+    import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER
         raise OSError(ctypes.get_errno(), "unshare refused")
 def mount_proc(meta):
+    import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.mount(b"none", b"/work", b"tmpfs", 0, None) != 0:
         raise OSError(ctypes.get_errno(), "mount refused")
@@ -481,11 +489,11 @@ async def test_oversized_or_unserialisable_answers_are_crashes(sandbox: Sandbox)
         "    return {'output': x, 'claimed_success': True}\n"
     )
     for harness, fragment in [
-        (big, "over the gateway's"),
-        (weird, "TypeError"),
+        (big, "byte limit"),
+        (weird, "not plain JSON data"),
         (not_dict, "must return a dict"),
-        (nan, "ValueError: Out of range float"),
-        (deep, "RecursionError"),
+        (nan, "NaN or infinite"),
+        (deep, "nested too deeply"),
     ]:
         run = await sandbox.run(harness)
         assert_crash(run, fragment)
@@ -516,6 +524,7 @@ def solve(task, ctx):
     subprocess.Popen(["sleep", "600"], start_new_session=True)
     return {"output": "planted", "claimed_success": True}
 """
+    # Opening files under /proc is refused to harness code, so look at executables' links.
     second = """
 import os
 def solve(task, ctx):
@@ -523,7 +532,7 @@ def solve(task, ctx):
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
-                if b"sleep" in open(f"/proc/{pid}/cmdline", "rb").read():
+                if "sleep" in os.readlink(f"/proc/{pid}/exe"):
                     found.append("sleep process " + pid)
             except OSError:
                 pass

@@ -70,10 +70,11 @@ async def test_well_behaved_harness_gets_its_submission_and_coverage_through(
     assert run.submission.output == [{"name": "get_weather", "arguments": {"city": "Oslo"}}]
     assert run.submission.claimed_success is True
     assert run.submission.confidence == 0.75
-    # Lines that produced a "line" event: imports, defs, executed bodies; not never_called's
-    # body (22), not the closing brace of the multi-line dict (18), not unused() in helpers.
+    # One line number per statement (the statement's first line): imports, defs, executed
+    # bodies, the except clause (11); the multi-line return (13-18) is one statement at 13;
+    # not never_called's body (22), not unused()'s body in helpers.
     assert run.submission.coverage == {
-        "harness.py": [1, *range(4, 18), 21],
+        "harness.py": [1, *range(4, 14), 21],
         "helpers.py": [1, 2, 5],
     }
     assert "tool error: no_tool" in run.outcome.output
@@ -92,7 +93,7 @@ async def test_solve_raising_is_a_crash_with_coverage_so_far(sandbox: Sandbox) -
     assert run.submission.output is None and run.submission.claimed_success is False
     assert run.submission.coverage == {"harness.py": [1, 2, 3]}
     assert run.outcome.exit_code == 1
-    assert "Traceback" in run.outcome.output
+    assert "solve() raised ValueError: nope" in run.outcome.output
 
 
 async def test_missing_solve_and_syntax_errors_are_crashes(sandbox: Sandbox) -> None:

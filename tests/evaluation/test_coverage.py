@@ -1,14 +1,16 @@
-"""codemap: executable lines checked against real sys.settrace, coverage summaries, dead code.
+"""Statement coverage: the numbering checked against a real tracer, summaries, dead code.
 
-The corpora below are test-owned code, executed in-process under a real tracer (and, for the
-version check, inside the sandbox image's own Python 3.11). Lines marked ``# dead`` are the
-ones the run never reaches; everything else that can run does.
+The corpora below are test-owned code, compiled with the guest's statement numbering and
+executed in-process under a real tracer (and, for the version check, inside the sandbox
+image's own Python 3.11). A statement whose first line is marked ``# dead`` is one the run
+never reaches; every other counted statement runs.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -22,13 +24,15 @@ from daemon.evaluation.coverage import (
     added_lines,
     coverage_summary,
     dead_added,
-    executable_lines,
     merge_coverage,
     read_sources,
+    statements,
 )
 from daemon.patches import apply_proposal, parse_proposal
 from daemon.patches.model import Proposal
+from sandbox.guest import harnessd_statements
 from sandbox.image import image_tag
+from tests.patches.conftest import HARNESS_PY, STEPS_PY
 
 CORPUS = '''\
 """Module docstring."""
@@ -59,7 +63,7 @@ def branches(x):
     try:
         if x > 100:
             raise ValueError(x)  # dead
-    except ValueError:  # dead
+    except ValueError:
         result = "big"  # dead
     finally:
         result += "!"
@@ -144,6 +148,22 @@ def raising():
         return -1
 
 
+def evasions():
+    a = 1; b = 2; c = never_called(a, b) if False else 0  # noqa: E702
+    if False:
+        hidden = 1  # dead
+    while False:
+        also_hidden = 2  # dead
+    try:
+        pass
+    except KeyError: swallowed = 1  # dead
+    return a + b + c
+    after_return = 3  # dead
+
+
+def one_line_dead(): return 4  # dead
+
+
 with open("/dev/null") as handle:
     handle.read()
 
@@ -164,6 +184,7 @@ matcher({"kind": "a"})
 matcher(42)
 multi_line_call()
 raising()
+evasions()
 '''
 
 SMALL = """\
@@ -189,10 +210,14 @@ class K:
 used(1)
 """
 
-# The tracer the guest runtime uses, in miniature: 'line' events of one file only.
+# The guest runtime's numbering and tracer, in miniature: statement numbers of one file.
 TRACE_SCRIPT = """
-import json, sys
-source, name = json.loads(sys.argv[1]) if len(sys.argv) > 1 else json.loads(sys.stdin.read())
+import json, sys, types
+numbering, source, name = json.loads(sys.stdin.read())
+statements = types.ModuleType("harnessd_statements")
+sys.modules["harnessd_statements"] = statements  # dataclasses looks its module up
+exec(compile(numbering, "harnessd_statements.py", "exec"), statements.__dict__)
+tree, _ = statements.parse_numbered(source, name)
 seen = set()
 def tracer(frame, event, arg):
     if frame.f_code.co_filename != name:
@@ -200,7 +225,7 @@ def tracer(frame, event, arg):
     if event == "line":
         seen.add(frame.f_lineno)
     return tracer
-code = compile(source, name, "exec")
+code = compile(tree, name, "exec")
 sys.settrace(tracer)
 try:
     exec(code, {"__name__": "traced"})
@@ -213,7 +238,8 @@ pytestmark = pytest.mark.unit
 
 
 def trace(source: str, name: str = "traced.py") -> set[int]:
-    """Run ``source`` in-process under a real 'line' tracer; return the lines that fired."""
+    """Run ``source`` numbered as the guest numbers it, under a real 'line' tracer; return
+    the statement numbers that fired."""
     seen: set[int] = set()
 
     def tracer(frame: FrameType, event: str, arg: Any) -> Callable[..., Any] | None:
@@ -223,7 +249,8 @@ def trace(source: str, name: str = "traced.py") -> set[int]:
             seen.add(frame.f_lineno)
         return tracer
 
-    code = compile(source, name, "exec")
+    tree, _ = harnessd_statements.parse_numbered(source, name)
+    code = compile(tree, name, "exec")
     previous = sys.gettrace()
     sys.settrace(tracer)
     try:
@@ -237,43 +264,61 @@ def marked_dead(source: str) -> set[int]:
     return {n for n, line in enumerate(source.splitlines(), 1) if line.endswith("# dead")}
 
 
-def test_executable_lines_match_settrace_on_the_corpus() -> None:
-    traced = trace(CORPUS)
-    executable = executable_lines(CORPUS)
-    assert traced <= executable, f"traced but not predicted: {sorted(traced - executable)}"
-    assert executable - traced == marked_dead(CORPUS)
+def dead_statements(source: str, ran: set[int]) -> set[int]:
+    """First lines of the counted statements that did not run."""
+    return {s.first for s in statements(source, "traced.py") if s.line not in ran}
 
 
-def test_lines_that_never_trace_are_not_executable() -> None:
-    lines = CORPUS.splitlines()
-    executable = executable_lines(CORPUS)
-    for number in executable:
-        text = lines[number - 1].strip()
-        assert text and not text.startswith("#"), f"line {number} cannot run: {text!r}"
-    closing = {n for n, line in enumerate(lines, 1) if line.strip() in {")", "),", "}"}}
-    docstrings = {n for n, line in enumerate(lines, 1) if line.strip() == '"""Docstring."""'}
-    assert not (closing | docstrings) & executable
+def test_every_statement_that_runs_fires_and_exactly_the_marked_ones_do_not() -> None:
+    ran = trace(CORPUS)
+    assert dead_statements(CORPUS, ran) == marked_dead(CORPUS)
+
+
+def test_statements_sharing_a_line_are_told_apart() -> None:
+    source = "x = 1; y = 2\ndef f(): return 3\nif x: z = 4\nelse: w = 5\n"
+    found = statements(source, "s.py")
+    assert [(s.first, s.kind) for s in found] == [
+        (1, "Assign"), (1, "Assign"), (2, "FunctionDef"), (2, "Return"), (3, "If"), (3, "Assign"),
+        (4, "Assign"),
+    ]  # fmt: skip
+    assert len({s.line for s in found}) == len(found)  # one number each
+    ran = trace(source, "s.py")
+    assert dead_statements(source, ran) == {2, 4}  # f's body and the else branch
+
+
+def test_docstrings_declarations_and_bare_annotations_are_not_counted() -> None:
+    source = (
+        '"""Module."""\ndef f():\n    """Doc."""\n    global G\n    v: int\n    return 1\n'
+        'class C:\n    """Doc."""\n    a: int\n'
+    )
+    kinds = [s.kind for s in statements(source, "d.py")]
+    assert kinds == ["FunctionDef", "Return", "ClassDef", "AnnAssign"]
 
 
 @pytest.mark.docker
-def test_the_sandbox_python_traces_the_same_lines() -> None:
-    """The guest runs the image's CPython 3.11.x; its 'line' events must match the host's."""
+def test_the_sandbox_python_numbers_and_traces_the_same_statements() -> None:
+    """The guest runs the image's CPython 3.11.x; its line events must match the host's."""
     # The real sandbox image (scripts/setup builds it); no engine or image is a failure here.
     client = docker.from_env()
-    image = image_tag()
-    argument = json.dumps([CORPUS, "traced.py"])
-    output = client.containers.run(
-        image,
-        ["python3", "-c", TRACE_SCRIPT, argument],
-        network_disabled=True,
-        remove=True,
-        user="65534:65534",
-        mem_limit="128m",
-    )
+    numbering = Path(harnessd_statements.__file__).read_text()
+    with tempfile.TemporaryDirectory(prefix="hd-cov-", dir="/tmp") as folder:
+        payload = Path(folder) / "payload.json"
+        payload.write_text(json.dumps([numbering, CORPUS, "traced.py"]))
+        payload.chmod(0o644)
+        Path(folder).chmod(0o755)
+        output = client.containers.run(
+            image_tag(),
+            ["sh", "-c", 'python3 -c "$0" < /in/payload.json', TRACE_SCRIPT],
+            network_disabled=True,
+            remove=True,
+            user="65534:65534",
+            mem_limit="128m",
+            volumes={folder: {"bind": "/in", "mode": "ro"}},
+        )
     client.close()
     in_guest = set(json.loads(output.decode()))
     assert in_guest == trace(CORPUS)
-    assert executable_lines(CORPUS) - in_guest == marked_dead(CORPUS)
+    assert dead_statements(CORPUS, in_guest) == marked_dead(CORPUS)
 
 
 def test_coverage_summary_reports_ranges_and_outermost_dead_functions() -> None:
@@ -316,7 +361,16 @@ def test_added_lines_counts_new_file_line_numbers() -> None:
     assert added_lines("") == {}
 
 
-def test_dead_added_counts_only_runnable_added_lines(base_harness: Path, tmp_path: Path) -> None:
+@pytest.fixture
+def base_harness(tmp_path: Path) -> Path:
+    root = tmp_path / "base"
+    (root / "helpers").mkdir(parents=True)
+    (root / "harness.py").write_text(HARNESS_PY)
+    (root / "helpers" / "steps.py").write_text(STEPS_PY)
+    return root
+
+
+def test_dead_added_counts_added_statements(base_harness: Path, tmp_path: Path) -> None:
     text = (
         "harness.py\n<<<<<<< SEARCH\ndef solve(task, ctx):\n    seen = []\n=======\n"
         "def never_used(values):\n    # only a comment here\n    total = sum(values)\n\n"
