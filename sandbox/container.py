@@ -65,6 +65,11 @@ class RunSpec:
     socket_dir: Path | None = None  # mounted at /run/harnessd (read-only: a socket still connects)
     mounts: Sequence[ReadOnlyMount] = ()
     env: Mapping[str, str] = field(default_factory=lambda: dict(BASE_ENV))
+    # Start as root with only CAP_SETUID/CAP_SETGID, for a command that drops to uid 65534
+    # itself before it runs anything untrusted: the kernel then makes the process
+    # non-dumpable, so no other process of the sandbox user can read its memory (the guest
+    # runtime keeps its sealing key there). Every other run starts as 65534.
+    drops_privileges: bool = False
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,7 @@ def host_config(engine: DockerEngine, spec: RunSpec) -> dict[str, Any]:
         network_mode="none",
         read_only=True,
         cap_drop=["ALL"],
+        cap_add=["SETUID", "SETGID"] if spec.drops_privileges else None,
         security_opt=["no-new-privileges"],
         pids_limit=limits.pids,
         mem_limit=memory,
@@ -139,7 +145,7 @@ async def created_container(engine: DockerEngine, spec: RunSpec) -> AsyncIterato
             engine.api.create_container,
             spec.image,
             list(spec.command),
-            user=GUEST_USER,
+            user="0:0" if spec.drops_privileges else GUEST_USER,
             working_dir=WORK_DIR,
             environment=dict(spec.env),
             labels=dict(spec.labels),

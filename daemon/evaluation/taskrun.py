@@ -106,6 +106,7 @@ async def run_task(
                 socket_dir=folder / "s",
                 mounts=(ReadOnlyMount(folder / "g", GUEST_MOUNT),),
                 env=dict(BASE_ENV),
+                drops_privileges=True,  # the guest's first act: see harnessd_guest._drop_root
             )
             try:
                 outcome = await run_container(engine, spec)

@@ -42,6 +42,7 @@ SOCKET_PATH = "/run/harnessd/gateway.sock"
 HARNESS_DIR = "/harness"
 SCRATCH_DIR = "/work"
 PROTOCOL_VERSION = 1
+SANDBOX_UID = 65534
 DEFAULT_MAX_FRAME = 1 << 20
 ERROR_CHARS = 2000
 REPLY_WAIT_S = 10.0
@@ -178,14 +179,19 @@ class Context:
 # -- set-up, before any harness code exists -------------------------------------------------
 
 
-def _not_dumpable() -> None:
-    """Make this process non-dumpable, so no other process of the sandbox's user (a
-    program the harness starts) can read its memory, then forget ctypes again."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
-    for name in [m for m in sys.modules if m == "ctypes" or m.startswith(("ctypes.", "_ctypes"))]:
-        del sys.modules[name]
+def _drop_root() -> None:
+    """Become uid/gid 65534 with no capabilities, if started as root (the sandbox starts the
+    guest so, with only CAP_SETUID and CAP_SETGID). Changing the effective uid makes the
+    kernel mark the process non-dumpable: no other process of the sandbox user, such as a
+    program the harness starts, can then read this process's memory, file descriptors or
+    environment, where the sealing key lives. Run before anything else."""
+    if os.getuid() != 0:
+        return
+    os.setgroups([])
+    os.setgid(SANDBOX_UID)
+    os.setuid(SANDBOX_UID)
+    if os.getuid() != SANDBOX_UID or os.geteuid() != SANDBOX_UID:
+        raise SystemExit("harnessd guest: could not drop root")
 
 
 def _harness_sources(root: str) -> dict[str, bytes]:
@@ -234,13 +240,25 @@ def _install_loader(sources: dict[str, bytes], code: dict[str, Any]) -> None:
     sys.path.insert(0, HARNESS_DIR)
 
 
-def _tracer(paths: list[str]) -> tuple[Any, dict[str, set[int]]]:
-    """A trace function recording the lines of the harness files that run, and its data.
+def _code_objects(code: Any) -> list[Any]:
+    found = [code]
+    for const in code.co_consts:
+        if isinstance(const, type(code)):
+            found.extend(_code_objects(const))
+    return found
 
-    It is reachable only from the harness thread's state and the ``f_trace`` of its frames,
-    and frames are refused to harness code (see harnessd_lockdown).
+
+def _tracer(code: dict[str, Any]) -> tuple[Any, dict[str, set[int]]]:
+    """A trace function recording which numbered statements of the harness files run.
+
+    Only the code objects the guest compiled itself count, recognised by identity: code that
+    harness code compiles at run time under a harness file's name (from an AST with made-up
+    line numbers, say) is not one of them, so it cannot make a statement look run. The
+    function is reachable only from the harness thread's state and the ``f_trace`` of its
+    frames, and frames are refused to harness code (see harnessd_lockdown).
     """
-    lines: dict[str, set[int]] = {path: set() for path in paths}
+    lines: dict[str, set[int]] = {path: set() for path in code}
+    by_identity: dict[int, tuple[Any, Any]] = {}
 
     def local_for(ran: set[int]) -> Any:
         def local(frame: Any, event: str, arg: Any) -> Any:
@@ -250,12 +268,18 @@ def _tracer(paths: list[str]) -> tuple[Any, dict[str, set[int]]]:
 
         return local
 
-    locals_by_file = {path: local_for(ran) for path, ran in lines.items()}
+    for path, module_code in code.items():
+        local = local_for(lines[path])
+        for each in _code_objects(module_code):
+            by_identity[id(each)] = (each, local)  # holds the object: its id stays unique
 
     def global_tracer(frame: Any, event: str, arg: Any) -> Any:
         if event != "call":
             return None
-        return locals_by_file.get(frame.f_code.co_filename)
+        found = by_identity.get(id(frame.f_code))
+        if found is None or found[0] is not frame.f_code:
+            return None
+        return found[1]
 
     return global_tracer, lines
 
@@ -311,9 +335,10 @@ def _keep() -> None:
         print(f"harnessd guest: gateway exchange failed: {_describe(exc)}", file=sys.stderr)
         exit_now(EXIT_GATEWAY_FAILED)
     sources = _harness_sources(HARNESS_DIR)
-    _install_loader(sources, _numbered_code(sources))
+    numbered = _numbered_code(sources)
+    _install_loader(sources, numbered)
     os.chdir(SCRATCH_DIR)
-    trace, lines = _tracer(list(sources))
+    trace, lines = _tracer(numbered)
     check = harnessd_seal.make_answer_check()
     done = threading.Lock()
     done.acquire()
@@ -375,7 +400,7 @@ def _keep() -> None:
 
 
 def main() -> int:
-    _not_dumpable()
+    _drop_root()
     keeper = threading.Thread(target=_keep, name="keeper")
     keeper.start()
     keeper.join()

@@ -25,9 +25,9 @@ recorder's state, and reports an attempt to use one as ``tamper`` (the task then
   non-dumpable, so a program the harness starts cannot read its memory either.
 
 A refused operation raises in the harness (``ValueError`` for frames, ``PermissionError``
-otherwise) and is recorded. It counts as tamper when harness code asked for it directly;
-when the standard library did (``collections.namedtuple`` and ``logging`` look at the
-caller's frame and cope with a ``ValueError``) it is refused but not held against the
+otherwise) and is recorded. It counts as tamper, except where a few standard-library helpers
+(``collections.namedtuple``, ``enum``, ``typing``, ``logging``) peek at their caller's frame
+for a module name and cope with the refusal: those are refused but not held against the
 harness. Every callable here binds what it uses as default arguments at install time, so
 patching builtins or modules later changes nothing in it.
 """
@@ -58,7 +58,18 @@ DENIED_IMPORTS = frozenset(
 )
 FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 ALLOWED_DEVICES = frozenset({"/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"})
-STDLIB_PREFIXES = ("/usr/lib/python3", "<frozen ")
+STDLIB_ROOT = "/usr/lib/python3.11/"
+# Standard-library code that looks at its caller's frame for a module name and copes when
+# refused: a refusal there is not held against the harness. Anything else asking for a
+# frame (inspect.stack, traceback.walk_stack, a harness's own sys._getframe) is tamper.
+BENIGN_FRAME_PEEKS = frozenset(
+    {
+        ("collections/__init__.py", "namedtuple"),
+        ("enum.py", "_create_"),
+        ("typing.py", "_caller"),
+        ("logging/__init__.py", "<lambda>"),
+    }
+)
 PYC_CACHE = 64
 TAMPER_EVENT = "harnessd.tamper"
 EVENT_LIMIT = 200
@@ -163,7 +174,8 @@ def _make_hook(
     _denied_imports: frozenset[str] = DENIED_IMPORTS,
     _frame_attributes: frozenset[str] = FRAME_ATTRIBUTES,
     _devices: frozenset[str] = ALLOWED_DEVICES,
-    _stdlib: tuple[str, ...] = STDLIB_PREFIXES,
+    _stdlib_root: str = STDLIB_ROOT,
+    _benign: frozenset[tuple[str, str]] = BENIGN_FRAME_PEEKS,
     _pyc_cache: int = PYC_CACHE,
     _limit: int = EVENT_LIMIT,
 ) -> Callable[[str, tuple[Any, ...]], None]:
@@ -176,17 +188,20 @@ def _make_hook(
         if _len(events) < _limit:
             events.append((kind, detail))
 
-    def caller_is_stdlib() -> bool:
+    def benign_caller() -> bool:
         # Frames: this function, refuse, the event's handler, the hook, then whoever
         # triggered the event.
         try:
-            name = getframe(4).f_code.co_filename
+            code = getframe(4).f_code
+            name, function = code.co_filename, code.co_name
         except _base_exception:
             return False
-        return _type(name) is _str and name.startswith(_stdlib)
+        if _type(name) is not _str or not name.startswith(_stdlib_root):
+            return False
+        return (name[_len(_stdlib_root) :], function) in _benign
 
     def refuse(what: str, error: Any, always_tamper: bool) -> None:
-        kind = "tamper" if always_tamper or not caller_is_stdlib() else "refused"
+        kind = "tamper" if always_tamper or not benign_caller() else "refused"
         record(kind, what)
         raise error(f"harnessd: {what} is not allowed in the sandbox")
 

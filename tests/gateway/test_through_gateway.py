@@ -7,6 +7,7 @@ as the evaluator wires it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import tempfile
@@ -30,10 +31,10 @@ from daemon.gateway.ledger import Charge
 from daemon.gateway.metering import MeteredModel
 from daemon.gateway.session import serve_gateway
 from daemon.providers import make_provider
-from daemon.providers.base import Message
+from daemon.providers.base import ChatRequest, Message, estimated_prompt_tokens
 from daemon.store import Store
 from daemon.tasks import Task
-from tests.providers.fake_llm_apis import openai_error, serve
+from tests.providers.fake_llm_apis import Reply, openai_completion, openai_error, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.unit]
 
@@ -65,6 +66,10 @@ def socket_path() -> Iterator[Path]:
     # Unix socket paths are short (107 bytes); pytest's tmp_path can be longer.
     with tempfile.TemporaryDirectory(prefix="hd-meter-", dir="/tmp") as folder:
         yield Path(folder) / "gw.sock"
+
+
+def _hi_request() -> ChatRequest:
+    return ChatRequest(messages=[Message(role="user", content="hi")], max_tokens=300)
 
 
 def _settings(tmp_path: Path, **kw: Any) -> LoadedSettings:
@@ -182,3 +187,90 @@ async def test_a_provider_error_reaching_the_container_carries_no_key(
     assert key not in seen_by_guest  # ...never what it is
     assert key not in json.dumps(record.transcript)
     assert secrets.redact(key) == secrets.REDACTED
+
+
+async def test_a_huge_prompt_is_refused_before_it_is_sent(
+    tmp_path: Path,
+    store: Store,
+    policies: Policies,
+    clock: Clock,
+    guest: ModuleType,
+    socket_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 0.9 MB prompt against a 4,000-token task budget never reaches the provider (it
+    was once sent and charged 225,004 tokens)."""
+    monkeypatch.setenv("HD_METER_TEST_KEY", "sk-test")
+    policies.set(tokens_per_task=4000)
+    reply = openai_completion(content="ok", prompt_tokens=225_000, completion_tokens=4)
+    with serve([Reply(200, reply)]) as api:
+        openai = OpenAISettings(api_key_env="HD_METER_TEST_KEY", base_url=api.url + "/v1")
+        provider = make_provider("openai:gpt-x", _settings(tmp_path, openai=openai), RetryPolicy())
+        model = MeteredModel(provider, store, BudgetGuard(store, policies, clock=clock))
+        charge = Charge(provider.ref, "solve", run_id="run-1", task_id="t1")
+
+        def harness() -> str:
+            gateway = guest.Gateway.connect(str(socket_path))
+            try:
+                gateway.request("hello", {})
+                try:
+                    guest.Model(gateway).chat([{"role": "user", "content": "x" * 900_000}])
+                except guest.BudgetExhausted as exc:
+                    return exc.message
+                return "sent"
+            finally:
+                gateway._sock.close()
+
+        try:
+            async with serve_gateway(socket_path, TASK, SolveHandler(model, charge)) as record:
+                seen = await anyio.to_thread.run_sync(harness)
+        finally:
+            await provider.aclose()
+    assert "'task'" in seen and record.budget_refused
+    assert api.received == []
+    assert ledger.spent_by_task(store, "run-1", "t1").total == 0
+
+
+async def test_a_call_abandoned_when_its_harness_exits_is_charged(
+    tmp_path: Path,
+    store: Store,
+    policies: Policies,
+    clock: Clock,
+    guest: ModuleType,
+    socket_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The provider bills a request it has started even when nobody waits for the answer:
+    the reservation (prompt estimate + max_tokens) is charged, marked as an estimate."""
+    monkeypatch.setenv("HD_METER_TEST_KEY", "sk-test")
+    slow = Reply(
+        200, openai_completion(content="late", prompt_tokens=9, completion_tokens=9), delay_s=30
+    )
+    with serve([slow]) as api:
+        openai = OpenAISettings(api_key_env="HD_METER_TEST_KEY", base_url=api.url + "/v1")
+        provider = make_provider("openai:gpt-x", _settings(tmp_path, openai=openai), RetryPolicy())
+        model = MeteredModel(provider, store, BudgetGuard(store, policies, clock=clock))
+        charge = Charge(provider.ref, "solve", run_id="run-1", task_id="t1")
+        gateway = None
+
+        def harness() -> None:
+            nonlocal gateway
+            gateway = guest.Gateway.connect(str(socket_path))
+            gateway.request("hello", {})
+            with contextlib.suppress(guest.GatewayError):
+                guest.Model(gateway).chat([{"role": "user", "content": "hi"}], max_tokens=300)
+
+        try:
+            async with anyio.create_task_group() as tg:
+                async with serve_gateway(socket_path, TASK, SolveHandler(model, charge)):
+                    tg.start_soon(anyio.to_thread.run_sync, harness)
+                    with anyio.fail_after(20):
+                        while not api.received:  # noqa: ASYNC110 - the fake API is a thread
+                            await anyio.sleep(0.02)
+                # The run is over (as when its container exits): the call is abandoned.
+                assert gateway is not None
+                gateway._sock.close()
+        finally:
+            await provider.aclose()
+    rows = store.query("SELECT prompt_tokens, completion_tokens, estimated FROM ledger")
+    assert [tuple(r) for r in rows] == [(estimated_prompt_tokens(_hi_request()), 300, 1)]
