@@ -345,58 +345,114 @@ def _keep() -> None:
     box: list[Any] = [None]
     runner = _Runner(task, Context(harness_link, task), box, done.release)
     harness_thread = threading.Thread(target=runner.run, name="harness", daemon=True)
-    # Bound now: after the harness starts, only these bindings are used.
-    send, receive, wait = gateway._sock.sendall, gateway._sock.recv, done.acquire
-    set_timeout, flush = gateway._sock.settimeout, sys.stderr.flush
-    sort, unsealable, base_exc = sorted, harnessd_seal.Unsealable, BaseException
-    _type, _tuple, _str, _len, cut = type, tuple, str, len, len(HARNESS_DIR) + 1
+    finish = _finisher(
+        seal=seal,
+        check=check,
+        lines=lines,
+        box=box,
+        send=gateway._sock.sendall,
+        receive=gateway._sock.recv,
+        set_timeout=gateway._sock.settimeout,
+        flush=sys.stderr.flush,
+        max_frame=max_frame,
+        cut=len(HARNESS_DIR) + 1,
+    )
+    wait = done.acquire
     events, allow_trace = harnessd_lockdown.install(harness_root=HARNESS_DIR, sources=sources)
     allow_trace(1)  # the harness thread's own sys.settrace, in threading's bootstrap
     threading.settrace(trace)
     harness_thread.start()
-
-    # -- from here on, harness code runs: locals only ---------------------------------------
+    # From here on, harness code runs: only the bindings above are used.
     wait()
-    result = box[0]
-    kind, value = result if _type(result) is _tuple and _len(result) == 2 else ("", None)
-    fields: dict[str, Any]
-    if _type(kind) is not _str or (_type(value) is not _str and kind != "ok"):
-        kind, value = "error", "RuntimeError: the harness thread left no answer"
-    if kind == "ok":
+    exit_now(finish(events))
+
+
+def _finisher(
+    *,
+    seal: Any,
+    check: Any,
+    lines: dict[str, set[int]],
+    box: list[Any],
+    send: Any,
+    receive: Any,
+    set_timeout: Any,
+    flush: Any,
+    max_frame: int,
+    cut: int,
+    _type: Any = type,
+    _tuple: Any = tuple,
+    _str: Any = str,
+    _len: Any = len,
+    _sorted: Any = sorted,
+    _base: Any = BaseException,
+    _unsealable: Any = harnessd_seal.Unsealable,
+    _version: int = PROTOCOL_VERSION,
+    _ok: int = EXIT_OK,
+    _failed: int = EXIT_SOLVE_FAILED,
+    _gateway_failed: int = EXIT_GATEWAY_FAILED,
+    _wait_s: float = REPLY_WAIT_S,
+) -> Any:
+    """The keeper's last step, bound before harness code runs (see the module doc): the
+    answer and coverage, sealed and submitted; returns the exit code."""
+
+    def answer_fields() -> dict[str, Any]:
+        result = box[0]
+        if _type(result) is not _tuple or _len(result) != 2:
+            return {"error": "RuntimeError: the harness thread left no answer"}
+        kind, value = result
+        if _type(kind) is _str and kind == "ok":
+            try:
+                fields: dict[str, Any] = check(value)
+                return fields
+            except _unsealable as exc:
+                return {"error": f"ValueError: {exc}"}
+        if _type(value) is _str:
+            return {"error": value}
+        return {"error": "RuntimeError: the harness thread left no answer"}
+
+    def sealed(events: list[tuple[str, str]]) -> tuple[str, str, bool]:
+        fields = {"output": None, "claimed_success": False, **answer_fields()}
+        fields["coverage"] = {path[cut:]: _sorted(ran) for path, ran in lines.items() if ran}
+        fields["tamper"] = [detail for what, detail in events if what == "tamper"]
+        fields["refused"] = [detail for what, detail in events if what != "tamper"]
         try:
-            fields = check(value)
-        except unsealable as exc:
-            fields = {"output": None, "claimed_success": False, "error": f"ValueError: {exc}"}
-    else:
-        fields = {"output": None, "claimed_success": False, "error": value}
-    fields["coverage"] = {path[cut:]: sort(ran) for path, ran in lines.items() if ran}
-    fields["tamper"] = [detail for what, detail in events if what == "tamper"]
-    fields["refused"] = [detail for what, detail in events if what != "tamper"]
-    try:
-        payload, mac = seal(fields)
-    except unsealable as exc:
-        fields.update(output=None, claimed_success=False, error=f"ValueError: {exc}")
-        payload, mac = seal(fields)
-    if len(payload) + 300 > max_frame:
-        size = len(payload)
-        fields.update(output=None, claimed_success=False)
-        fields["error"] = f"ValueError: the answer is {size} bytes, over the {max_frame}-byte limit"
-        payload, mac = seal(fields)
-    frame, _ = seal({"v": PROTOCOL_VERSION, "id": "submit", "op": "submit",
-                     "args": {"payload": payload, "mac": mac}})  # fmt: skip
-    code = EXIT_SOLVE_FAILED if "error" in fields else EXIT_OK
-    try:
-        send((frame + "\n").encode("utf-8"))
-        set_timeout(REPLY_WAIT_S)
-        receive(65536)  # the gateway's acknowledgement (or nothing, if it never comes)
-    except base_exc:
-        code = EXIT_GATEWAY_FAILED
-    try:  # noqa: SIM105 - contextlib would be looked up by name, after harness code ran
-        flush()
-    except base_exc:
-        pass
-    # Leftover harness threads must not keep the container alive after the answer is in.
-    exit_now(code)
+            payload, mac = seal(fields)
+        except _unsealable as exc:
+            fields.update(output=None, claimed_success=False, error=f"ValueError: {exc}")
+            payload, mac = seal(fields)
+        if _len(payload) + 300 > max_frame:
+            size = _len(payload)
+            fields.update(output=None, claimed_success=False)
+            fields["error"] = (
+                f"ValueError: the answer is {size} bytes, over the {max_frame}-byte limit"
+            )
+            payload, mac = seal(fields)
+        return payload, mac, "error" in fields
+
+    def finish(events: list[tuple[str, str]]) -> int:
+        try:
+            payload, mac, failed = sealed(events)
+        except _base:  # anything the harness left half-changed: a bare failure, still sealed
+            payload, mac = seal({"output": None, "claimed_success": False,
+                                 "error": "RuntimeError: the answer could not be read",
+                                 "tamper": [d for w, d in events if w == "tamper"]})  # fmt: skip
+            failed = True
+        frame, _ = seal({"v": _version, "id": "submit", "op": "submit",
+                         "args": {"payload": payload, "mac": mac}})  # fmt: skip
+        code = _failed if failed else _ok
+        try:
+            send((frame + "\n").encode("utf-8"))
+            set_timeout(_wait_s)
+            receive(65536)  # the gateway's acknowledgement (or nothing, if it never comes)
+        except _base:
+            code = _gateway_failed
+        try:  # noqa: SIM105 - contextlib would be looked up by name, after harness code ran
+            flush()
+        except _base:
+            pass
+        return code
+
+    return finish
 
 
 def main() -> int:
