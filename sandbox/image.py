@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import json
 import os
 import shutil
@@ -35,6 +36,17 @@ DOCKERFILE_DIR = Path(__file__).with_name("image")
 SUITE = "bookworm"
 PACKAGES = ("python3",)
 MOUNT_POINTS = ("harness", "work", "run/harnessd", "opt/harnessd", "code")
+# Removed from the image: the standard library's doors to raw memory and the interpreter's
+# internals (ctypes and CPython's test and sub-interpreter modules). Harness code is refused
+# them anyway; without the files, no trick with the import machinery can load them either.
+REMOVED = (
+    "usr/lib/python3.11/ctypes",
+    "usr/lib/python3.11/lib-dynload/_ctypes*.so",
+    "usr/lib/python3.11/lib-dynload/_test*.so",
+    "usr/lib/python3.11/lib-dynload/_xx*.so",
+    "usr/lib/python3.11/lib-dynload/xxlimited*.so",
+    "etc/mtab",  # a link to /proc/mounts
+)
 # Applied by `docker import`; the same settings the Dockerfile route ends with.
 CHANGES = (
     "ENV PATH=/usr/local/bin:/usr/bin:/bin",
@@ -51,6 +63,9 @@ def _recipe() -> dict[str, object]:
     return {
         "debootstrap": ["--variant=minbase", "--include=" + ",".join(PACKAGES), SUITE],
         "mount_points": list(MOUNT_POINTS),
+        "removed": list(REMOVED),
+        # The code that finishes the root file system is part of the recipe too.
+        "finish": inspect.getsource(_finish_rootfs),
         "changes": list(CHANGES),
         "dockerfile": (DOCKERFILE_DIR / "Dockerfile").read_text(encoding="utf-8"),
     }
@@ -161,6 +176,14 @@ def _finish_rootfs(root: Path) -> None:
     for point in MOUNT_POINTS:
         (root / point).mkdir(parents=True, exist_ok=True)
         (root / point).chmod(0o755)
+    for pattern in REMOVED:
+        # glob() skips dangling links (etc/mtab points at /proc, absent here): look directly.
+        entries = root.glob(pattern) if "*" in pattern else [root / pattern]
+        for entry in entries:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            elif entry.is_symlink() or entry.exists():
+                entry.unlink()
 
 
 async def _build_with_debootstrap(engine: DockerEngine, tag: str, log: Log) -> None:

@@ -122,6 +122,26 @@ def added_lines(git_diff: str) -> dict[str, set[int]]:
     return added
 
 
+def python_lines(source: str, diff_lines: set[int]) -> set[int]:
+    """The lines Python sees for lines numbered as a diff numbers them.
+
+    A diff breaks lines at ``\n`` only; Python also at a lone ``\r``. So one diff line can
+    be several Python lines (the static stage refuses such patches; this keeps the count
+    right whatever reaches it).
+    """
+    if "\r" not in source:
+        return set(diff_lines)
+    found: set[int] = set()
+    python_line = 1
+    for number, line in enumerate(source.split("\n"), 1):
+        body = line[:-1] if line.endswith("\r") else line  # CRLF is one break for both
+        spans = 1 + body.count("\r")
+        if number in diff_lines:
+            found.update(range(python_line, python_line + spans))
+        python_line += spans
+    return found
+
+
 def _ranges(dead: list[Statement], alive: list[Statement]) -> list[list[int]]:
     ran_at = sorted(s.first for s in alive)
     spans: list[list[int]] = []
@@ -182,9 +202,10 @@ def dead_added(
     never ran."""
     added_total = dead_total = 0
     dead_lines: dict[str, list[int]] = {}
-    for name, added in sorted(added_lines(git_diff).items()):
+    for name, added_in_diff in sorted(added_lines(git_diff).items()):
         if not name.endswith(".py") or name not in sources:
             continue
+        added = python_lines(sources[name], added_in_diff)
         ran = set(executed.get(name, ()))
         new = [s for s in statements(sources[name], name) if added.intersection(s.own_lines())]
         dead = [s for s in new if s.line not in ran]
@@ -208,9 +229,10 @@ def merge_coverage(runs: Iterable[Mapping[str, Iterable[int]]]) -> dict[str, set
 
 
 def read_sources(tree: Path) -> dict[str, str]:
-    """The Python files of a harness tree, by relative path (the coverage report's keys)."""
+    """The Python files of a harness tree, by relative path (the coverage report's keys),
+    exactly as the guest reads them: bytes decoded, no newline translation."""
     return {
-        rel: path.read_text(encoding="utf-8")
+        rel: path.read_bytes().decode("utf-8")
         for rel, path in iter_files(tree)
         if rel.endswith(".py")
     }

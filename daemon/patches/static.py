@@ -17,6 +17,7 @@ from pathlib import Path
 from daemon.config.policy import PatchPolicy
 from daemon.patches.apply import apply_edits
 from daemon.patches.diff import DiffSyntaxError, parse_unified_diff
+from daemon.patches.measurable import check_measurable
 from daemon.patches.model import Edit, FileDiff, PatchRejected, Proposal
 from daemon.patches.tree import TreeError, read_tree, render_git_diff
 
@@ -208,6 +209,7 @@ def static_check(applied: AppliedPatch, policy: PatchPolicy) -> None:
     for rel, data in files.items():
         if rel.endswith(".py") and (problem := _compile_error(rel, data)) is not None:
             raise PatchRejected(problem)
+    check_measurable(files, applied.changed_files)
     entry = files.get(ENTRY_FILE)
     if entry is None:
         raise PatchRejected(f"{ENTRY_FILE} is missing; it must define {ENTRY_FUNCTION}(task, ctx)")

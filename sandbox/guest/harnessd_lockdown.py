@@ -72,6 +72,7 @@ BENIGN_FRAME_PEEKS = frozenset(
 )
 PYC_CACHE = 64
 TAMPER_EVENT = "harnessd.tamper"
+NOT_A_PATH = "\0not a plain path"  # as_path's answer for a path object of its own class
 EVENT_LIMIT = 200
 
 
@@ -103,6 +104,7 @@ def install(
     hooks through (the guest's own, set before harness code exists)."""
     import _imp
     import _io
+    import _stat
     import _thread
     import posix
     import sys
@@ -122,7 +124,11 @@ def install(
         open_code=_io.open_code,
         get_ident=_thread.get_ident,
         getcwd=posix.getcwd,
-        fspath=posix.fspath,
+        stat=posix.stat,
+        lstat=posix.lstat,
+        readlink=posix.readlink,
+        _s_isdir=_stat.S_ISDIR,
+        _s_islnk=_stat.S_ISLNK,
     )
 
     # Holds nothing but sys.audit: it is reachable from harness code through _imp.
@@ -132,9 +138,19 @@ def install(
         _audit(_event, "re-creating a builtin module (_imp)")
         raise Refused("harnessd: re-creating builtin modules is not allowed in the sandbox")
 
+    # Holds nothing but sys.audit: reachable from harness code through gc.
+    def refuse_gc_debug(
+        *args: Any, _audit: Any = sys.audit, _event: str = TAMPER_EVENT, **kwargs: Any
+    ) -> Any:
+        _audit(_event, "gc.set_debug (DEBUG_SAVEALL keeps collected frames in gc.garbage)")
+        raise Refused("harnessd: gc.set_debug is not allowed in the sandbox")
+
     sys.addaudithook(hook)
     _imp.create_builtin = refuse_imp
     _imp.exec_builtin = refuse_imp
+    import gc
+
+    gc.set_debug = refuse_gc_debug
     sys.gettrace = _nothing  # type: ignore[assignment]
     sys.getprofile = _nothing  # type: ignore[assignment]
 
@@ -158,7 +174,9 @@ def _make_hook(
     open_code: Any,
     get_ident: Any,
     getcwd: Any,
-    fspath: Any,
+    stat: Any,
+    lstat: Any,
+    readlink: Any,
     _str: Any = str,
     _bytes: Any = bytes,
     _int: Any = int,
@@ -167,6 +185,11 @@ def _make_hook(
     _memoryview: Any = memoryview,
     _bytearray: Any = bytearray,
     _normpath: Any = _normpath,
+    _tuple: Any = tuple,
+    _s_isdir: Any = None,
+    _s_islnk: Any = None,
+    _open_dirs: tuple[str, ...] = ("/work/", "/tmp/", "/dev/shm/", "/harness/"),
+    _not_a_path: str = NOT_A_PATH,
     _value_error: Any = ValueError,
     _attribute_error: Any = AttributeError,
     _refused: Any = Refused,
@@ -185,7 +208,9 @@ def _make_hook(
     root_prefix = harness_root.rstrip("/") + "/"
 
     def record(kind: str, detail: str) -> None:
-        if _len(events) < _limit:
+        # Tamper is always kept: a harness must not be able to fill the list with harmless
+        # refusals and then tamper unrecorded.
+        if kind == "tamper" or _len(events) < _limit:
             events.append((kind, detail))
 
     def benign_caller() -> bool:
@@ -206,29 +231,64 @@ def _make_hook(
         raise error(f"harnessd: {what} is not allowed in the sandbox")
 
     def as_path(value: Any) -> str | None:
-        """An absolute, normalised path for a path argument (None for a file descriptor)."""
+        """An absolute, normalised path for a plain path argument; None for a file
+        descriptor. Only exact ``str`` and ``bytes`` are read: nothing of an object the
+        harness made runs in here (this hook is exempt from itself while it runs)."""
         if value is None or _type(value) is _int:
-            return None
-        try:
-            value = fspath(value)
-        except _base_exception:
             return None
         if _type(value) is _bytes:
             value = value.decode("utf-8", "replace")
         if _type(value) is not _str:
-            return None
+            return _not_a_path
         if not value.startswith("/"):
             value = getcwd() + "/" + value
-        return _normpath(value)
+        return resolve(_normpath(value))
+
+    def resolve(path: str) -> str:
+        """``path`` with every symbolic link followed (the image has a few, e.g. /etc/mtab
+        to /proc/mounts), component by component; a loop ends in the unresolved rest."""
+        parts = [p for p in path.split("/") if p]
+        done: list[str] = []
+        hops = 0
+        while parts:
+            part = parts.pop(0)
+            if part == "..":
+                if done:
+                    done.pop()
+                continue
+            if part == ".":
+                continue
+            candidate = "/" + "/".join([*done, part])
+            try:
+                is_link = _s_islnk(lstat(candidate).st_mode)
+            except _base_exception:
+                is_link = False
+            if is_link and hops < 40:
+                hops += 1
+                target = readlink(candidate)
+                if _type(target) is not _str:
+                    return candidate
+                if target.startswith("/"):
+                    done = []
+                parts = [p for p in target.split("/") if p] + parts
+                continue
+            done.append(part)
+        return "/" + "/".join(done)
 
     def on_open(args: tuple[Any, ...]) -> None:
         path = as_path(args[0] if args else None)
         if path is None:
             return
+        if path is _not_a_path:
+            refuse("opening a path given as an object of its own class", _refused, True)
         if path.startswith(("/proc/", "/sys/")) or path in ("/proc", "/sys"):
             refuse(f"opening {path}", _refused, True)
         if path.startswith("/dev/") and path not in _devices and not path.startswith("/dev/shm/"):
             refuse(f"opening {path}", _refused, True)
+        if not (path + "/").startswith(_open_dirs) and is_directory(path):
+            # A descriptor of a directory elsewhere ("/" or "/proc") would let a relative
+            # path with dir_fd reach what the path check refuses (the event has no dir_fd).
+            refuse(f"opening the directory {path}", _refused, True)
         if path.endswith(".pyc") and path.startswith("/usr/lib/python3"):
             with open_code(path) as handle:
                 data = handle.read()
@@ -236,34 +296,67 @@ def _make_hook(
                 genuine_pyc.clear()
             genuine_pyc[_bytes(data[16:])] = path  # type: ignore[index]
 
+    def is_directory(path: str) -> bool:
+        try:
+            return _s_isdir(stat(path).st_mode)
+        except _base_exception:
+            return False
+
     def on_marshal(args: tuple[Any, ...]) -> None:
         data = args[0] if args else None
         if _type(data) in (_bytes, _memoryview, _bytearray) and _bytes(data) in genuine_pyc:
             return
         refuse("marshal.loads of bytes that are not a standard-library .pyc", _refused, True)
 
+    def real_text(path: str) -> Any:
+        try:
+            with open_code(path) as handle:
+                return handle.read()
+        except _base_exception:
+            return None
+
     def on_compile(args: tuple[Any, ...]) -> None:
         source = args[0] if args else None
         path = as_path(args[1] if _len(args) > 1 else None)
-        if path is None or not (path == harness_root or path.startswith(root_prefix)):
-            return
-        expected = sources.get(path)
-        if expected is not None and (source == expected or source == texts.get(path)):
-            return
-        refuse(f"compiling code under the harness file name {path}", _refused, True)
+        if path is None:
+            return  # an AST's compile is audited without a name: see the tracer's check
+        if path is _not_a_path:
+            refuse("compiling under a file name of its own class", _refused, True)
+        if _type(source) not in (_str, _bytes):
+            source = None
+        if path == harness_root or path.startswith(root_prefix):
+            expected = sources.get(path)
+            if expected is not None and source in (expected, texts.get(path)):
+                return
+            refuse(f"compiling code under the harness file name {path}", _refused, True)
+        if path.startswith(_stdlib_root):
+            # Code posing as the standard library would pass for a benign frame peek.
+            real = real_text(path)
+            if real is not None and source in (real, real.decode("utf-8", "replace")):
+                return
+            refuse(f"compiling code under the standard-library name {path}", _refused, True)
 
     def on_import(args: tuple[Any, ...]) -> None:
-        name = args[0] if args else ""
-        if _type(name) is _str and name.split(".")[0] in _denied_imports:
-            refuse(f"importing {name}", _refused, True)
+        name = args[0] if args else None
+        origin = args[1] if _len(args) > 1 else None
+        parts = name.split(".") if _type(name) is _str else []
+        if _type(origin) is _str:
+            # An extension module's init function is named after the file, whatever the
+            # module is called: _ctypes.cpython-311-....so is _ctypes under any name.
+            parts.append(origin.rsplit("/", 1)[-1].split(".", 1)[0])
+        if _type(name) is not _str and name is not None:
+            refuse("importing under a name of its own class", _refused, True)
+        for part in parts:
+            if part in _denied_imports or part.startswith(("_test", "_xx", "xxlimited")):
+                refuse(f"importing {name}", _refused, True)
 
     def on_getattr(args: tuple[Any, ...]) -> None:
         name = args[1] if _len(args) > 1 else None
-        if name in _frame_attributes:
+        if _type(name) is _str and name in _frame_attributes:
             refuse(f"reading {name}", _attribute_error, False)
 
     def on_setattr(args: tuple[Any, ...]) -> None:
-        if _len(args) > 1 and args[1] == "__code__":
+        if _len(args) > 1 and _type(args[1]) is _str and args[1] == "__code__":
             refuse("assigning __code__", _refused, True)
 
     def on_trace(args: tuple[Any, ...]) -> None:
@@ -282,7 +375,7 @@ def _make_hook(
         return handler
 
     def on_tamper(args: tuple[Any, ...]) -> None:
-        record("tamper", _str(args[0]) if args else "tamper")
+        record("tamper", args[0] if args and _type(args[0]) is _str else "tamper")
 
     handlers: dict[str, Callable[[tuple[Any, ...]], None]] = {
         TAMPER_EVENT: on_tamper,
@@ -307,6 +400,8 @@ def _make_hook(
     }
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
+        if _type(event) is not _str or _type(args) is not _tuple:
+            return  # sys.audit with a name of the harness's own class: not a real event
         handler = handlers.get(event)
         if handler is None:
             return

@@ -37,15 +37,22 @@ class Statement:
         return range(self.first, self.last + 1)
 
 
-def _own_nodes(stmt: ast.stmt | ast.excepthandler) -> list[ast.AST]:
-    """The statement (or except-clause) and every node of its own, stopping at nested
-    statements and except-clauses, which get numbers of their own."""
+def _own_nodes(
+    stmt: ast.stmt | ast.excepthandler | ast.expr, lambdas: list[ast.Lambda]
+) -> list[ast.AST]:
+    """The statement (or except-clause, or lambda body) and every node of its own, stopping
+    at nested statements and except-clauses, which get numbers of their own, and at the
+    bodies of lambdas, which are collected into ``lambdas`` to be numbered apart (a lambda
+    body runs when the lambda is called, not when the statement that makes it runs)."""
     found: list[ast.AST] = [stmt]
     pending: list[ast.AST] = [stmt]
     while pending:
         node = pending.pop()
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.stmt | ast.excepthandler):
+                continue
+            if isinstance(node, ast.Lambda) and child is node.body:
+                lambdas.append(node)
                 continue
             if isinstance(child, ast.match_case):
                 pending.append(child.pattern)
@@ -58,7 +65,7 @@ def _own_nodes(stmt: ast.stmt | ast.excepthandler) -> list[ast.AST]:
     return found
 
 
-def _own_last_line(stmt: ast.stmt | ast.excepthandler, nodes: list[ast.AST]) -> int:
+def _own_last_line(stmt: ast.stmt | ast.excepthandler | ast.expr, nodes: list[ast.AST]) -> int:
     last = stmt.lineno
     for node in nodes:
         end = getattr(node, "end_lineno", None)
@@ -138,30 +145,47 @@ def _walk(tree: ast.Module) -> list[tuple[ast.stmt | ast.excepthandler, bool]]:
     return out
 
 
+def _renumber(nodes: list[ast.AST], line: int) -> None:
+    for node in nodes:
+        if hasattr(node, "lineno"):
+            node.lineno = line  # type: ignore[attr-defined]
+            node.end_lineno = line  # type: ignore[attr-defined]
+            # One line: columns must not run backwards, and carets need not be exact.
+            node.col_offset = 0  # type: ignore[attr-defined]
+            node.end_col_offset = 1  # type: ignore[attr-defined]
+
+
 def number(tree: ast.Module) -> list[Statement]:
     """Give every statement of ``tree`` its own line number, in place; returns the
-    countable statements. Every node of a statement's own ends up on that one line."""
+    countable statements (lambda bodies among them, as kind ``Lambda``). Every node of a
+    statement's own ends up on that one line."""
     taken: set[int] = set()
     virtual = VIRTUAL_BASE
     counted: list[Statement] = []
-    for stmt, counts in _walk(tree):
-        nodes = _own_nodes(stmt)
-        first, last = stmt.lineno, _own_last_line(stmt, nodes)
+
+    def allot(first: int) -> int:
+        nonlocal virtual
         if first in taken:
             virtual += 1
-            line = virtual
-        else:
-            line = first
+            return virtual
         taken.add(first)
-        for node in nodes:
-            if hasattr(node, "lineno"):
-                node.lineno = line  # type: ignore[attr-defined]
-                node.end_lineno = line  # type: ignore[attr-defined]
-                # One line: columns must not run backwards, and carets need not be exact.
-                node.col_offset = 0  # type: ignore[attr-defined]
-                node.end_col_offset = 1  # type: ignore[attr-defined]
+        return first
+
+    for stmt, counts in _walk(tree):
+        lambdas: list[ast.Lambda] = []
+        nodes = _own_nodes(stmt, lambdas)
+        first, last = stmt.lineno, _own_last_line(stmt, nodes)  # before renumbering
+        line = allot(first)
+        _renumber(nodes, line)
         if counts:
             counted.append(Statement(line, first, last, type(stmt).__name__))
+        while lambdas:
+            body = lambdas.pop(0).body
+            first, inner = body.lineno, _own_nodes(body, lambdas)
+            last = _own_last_line(body, inner)
+            line = allot(first)
+            _renumber(inner, line)
+            counted.append(Statement(line, first, last, "Lambda"))
     return counted
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from daemon.config.policy import PatchPolicy
 from daemon.patches import AppliedPatch, PatchRejected, apply_proposal, parse_proposal, static_check
-from daemon.patches.model import Proposal
+from daemon.patches.model import ParseFailure, Proposal
 
 pytestmark = pytest.mark.unit
 
@@ -128,3 +128,33 @@ def test_paths_are_rechecked(base_harness: Path, tmp_path: Path) -> None:
         removed_lines=1,
     )
     assert "'..'" in rejected(forged)
+
+
+def _apply_files(base: Path, tmp_path: Path, files: dict[str, str]) -> AppliedPatch:
+    blocks = "\n".join(
+        f"{name}\n<<<<<<< SEARCH\n=======\n{text}>>>>>>> REPLACE\n" for name, text in files.items()
+    )
+    proposal = parse_proposal(blocks)
+    assert not isinstance(proposal, ParseFailure), proposal
+    return apply_proposal(base, proposal, tmp_path / "cand")
+
+
+def test_carriage_returns_in_python_files_are_refused(base_harness: Path, tmp_path: Path) -> None:
+    """A lone CR is a line break to Python but not to a diff: one added diff line could hide
+    many statements from the dead-code count."""
+    applied = _apply_files(base_harness, tmp_path, {"later.py": "def later():\r    return 1\n"})
+    with pytest.raises(PatchRejected, match=r"later\.py: contains a carriage return"):
+        static_check(applied, PatchPolicy())
+
+
+def test_code_in_data_files_is_refused_but_data_is_not(base_harness: Path, tmp_path: Path) -> None:
+    code = {"rules.txt": "x = 1\nif x:\n    print('hidden')\n"}
+    applied = _apply_files(base_harness, tmp_path, code)
+    with pytest.raises(PatchRejected, match=r"rules\.txt: holds Python code"):
+        static_check(applied, PatchPolicy())
+    data = {
+        "prompts.md": "# Prompts\n\nCall the function exactly once.\n",
+        "limits.toml": 'max_steps = 4\nname = "x"\n',
+        "table.json": '{"a": [1, 2, {"b": null}]}\n',
+    }
+    static_check(_apply_files(base_harness, tmp_path / "ok", data), PatchPolicy())

@@ -174,6 +174,8 @@ async def test_reap_removes_orphans_of_this_instance_only(sandbox: Sandbox) -> N
                 spec.image,
                 list(spec.command),
                 labels=dict(spec.labels),
+                network_disabled=True,  # like every sandbox: no bridge needed
+                host_config=engine.api.create_host_config(network_mode="none"),
             )
             await engine.call("start orphan", engine.api.start, orphan["Id"])
         assert len(await sandbox.containers()) == 2
