@@ -1,11 +1,13 @@
 """Token budgets from the policy's ``[budget]`` table, checked before every model call.
 
 The rule: a call is refused (:class:`~daemon.errors.BudgetExceeded`) when any scope that
-applies has already spent its limit (``spent >= limit``). Otherwise the call's
-``max_tokens`` is capped to the smallest allowance left, so its completion cannot take a
-scope past the limit and only its prompt can: a scope overshoots by at most one call's
-prompt tokens. Calls in flight hold a reservation of their capped ``max_tokens``, so
-concurrent calls cannot together overrun a scope either (each can still add its prompt).
+applies has already spent its limit (``spent >= limit``), and, before it is sent, when its
+prompt (counted by the provider or estimated, see ``Provider.prompt_tokens``) alone does
+not fit what its task or evaluation has left. Otherwise the call's ``max_tokens`` is capped
+to the smallest allowance left after the prompt. So a task or evaluation overshoots only by
+the error of a prompt estimate, and a daemon-wide window by at most one call's prompt.
+Calls in flight hold a reservation of their prompt and capped ``max_tokens``, so concurrent
+calls cannot together overrun a scope either.
 
 ==========  ============================  ===========================================
 scope       applies to                    limit
@@ -189,25 +191,51 @@ class BudgetGuard:
         return self._left(charge, self._pending_snapshot())
 
     def reserve(self, charge: Charge, max_tokens: int, prompt_tokens: int = 0) -> Grant:
-        """Check the budgets and hold ``prompt_tokens`` plus ``min(max_tokens, what is left
-        after the prompt)`` for one call in flight.
+        """Check the budgets and hold ``prompt_tokens`` plus the capped ``max_tokens`` for
+        one call in flight.
 
-        ``prompt_tokens`` is the provider's count or estimate of the request's prompt: a
-        request whose prompt alone does not fit what a scope has left is refused before it
-        is sent, so no scope is overrun by a huge prompt.
+        ``prompt_tokens`` is the provider's count or estimate of the request's prompt. A
+        request whose prompt alone does not fit what its task or evaluation has left is
+        refused before it is sent, so no run is overrun by a huge prompt. The daemon-wide
+        windows keep their rule (refused once spent; otherwise the completion is capped and
+        only a prompt can overshoot), so the loop pauses on them exactly when they are spent.
         """
         with self._reserve_lock:
             # Pending before ledger: a call that settles in between is then counted twice
             # (safe) rather than not at all (see MeteredModel: record, then release).
             pending = self._pending_snapshot()
-            left, scope = self._left_and_scope(charge, pending)
-            if prompt_tokens >= left:
-                raise BudgetExceeded(scope, prompt_tokens, left)
-            completion = min(max_tokens, left - prompt_tokens)
+            left, _, _ = self._left_and_scope(charge, pending)
+            run = self._run_left(charge, pending)
+            if run is not None and prompt_tokens >= run[0]:
+                run_left, scope, limit = run
+                # Reported as the scope's spending with this prompt added, against its limit.
+                raise BudgetExceeded(scope, limit - run_left + prompt_tokens, limit)
+            completion = max(1, min(max_tokens, left - prompt_tokens))
             grant = Grant(next(self._keys), charge, completion, prompt_tokens)
             with self._pending_lock:
                 self._pending[grant.key] = grant
             return grant
+
+    def _run_left(self, charge: Charge, pending: list[Grant]) -> tuple[int, Scope, int] | None:
+        """What the call's task or evaluation has left (the tighter), or None outside a run."""
+        if charge.run_id is None:
+            return None
+        policy = self._policy()
+        task_spent, run_spent = ledger.run_and_task_totals(
+            self._store, charge.run_id, charge.task_id
+        )
+        scopes: list[tuple[Scope, int, int]] = [("eval", run_spent, policy.tokens_per_eval)]
+        if charge.task_id is not None:
+            scopes.insert(0, ("task", task_spent, policy.tokens_per_task))
+        found = [
+            (
+                limit - spent - sum(g.held for g in pending if _in_scope(s, g.charge, charge)),
+                s,
+                limit,
+            )
+            for s, spent, limit in scopes
+        ]
+        return min(found)
 
     def release(self, grant: Grant) -> None:
         """Drop a reservation (after the call's usage is in the ledger, or the call failed)."""
@@ -250,7 +278,8 @@ class BudgetGuard:
     def _left(self, charge: Charge, pending: list[Grant]) -> int:
         return self._left_and_scope(charge, pending)[0]
 
-    def _left_and_scope(self, charge: Charge, pending: list[Grant]) -> tuple[int, Scope]:
+    def _left_and_scope(self, charge: Charge, pending: list[Grant]) -> tuple[int, Scope, int]:
+        """What the tightest scope has left, which scope that is, and its limit."""
         try:
             return self._left_from(charge, pending, self._window_sums(self._clock()))
         except BudgetExceeded as exc:
@@ -261,7 +290,7 @@ class BudgetGuard:
 
     def _left_from(
         self, charge: Charge, pending: list[Grant], windows: dict[WindowScope, int]
-    ) -> tuple[int, Scope]:
+    ) -> tuple[int, Scope, int]:
         policy = self._policy()
         scopes: list[tuple[Scope, int, int]] = []
         if charge.run_id is not None:
@@ -275,12 +304,12 @@ class BudgetGuard:
             scopes.append(("proposer", windows["proposer"], policy.proposer_tokens_per_day))
         scopes.append(("hour", windows["hour"], policy.tokens_per_hour))
         scopes.append(("day", windows["day"], policy.tokens_per_day))
-        tightest: tuple[int, Scope] | None = None
+        tightest: tuple[int, Scope, int] | None = None
         for scope, spent, limit in scopes:
             spent += sum(g.held for g in pending if _in_scope(scope, g.charge, charge))
             if spent >= limit:
                 raise BudgetExceeded(scope, spent, limit)
             if tightest is None or limit - spent < tightest[0]:
-                tightest = (limit - spent, scope)
+                tightest = (limit - spent, scope, limit)
         assert tightest is not None  # hour and day always apply
         return tightest

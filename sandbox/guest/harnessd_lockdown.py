@@ -37,6 +37,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import harnessd_paths
+
 DENIED_IMPORTS = frozenset(
     {
         "ctypes",
@@ -72,27 +74,11 @@ BENIGN_FRAME_PEEKS = frozenset(
 )
 PYC_CACHE = 64
 TAMPER_EVENT = "harnessd.tamper"
-NOT_A_PATH = "\0not a plain path"  # as_path's answer for a path object of its own class
 EVENT_LIMIT = 200
 
 
 class Refused(PermissionError):
     """An operation the harnessd sandbox does not allow harness code."""
-
-
-def _normpath(path: str) -> str:
-    """POSIX normalisation without posixpath (which harness code could patch later: only
-    this module's own copy, bound at install time, is used)."""
-    parts: list[str] = []
-    for part in path.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if parts:
-                parts.pop()
-            continue
-        parts.append(part)
-    return "/" + "/".join(parts)
 
 
 def install(
@@ -115,20 +101,23 @@ def install(
             __import__(name)
     events: list[tuple[str, str]] = []
     allowance = [0]
+    as_path = harnessd_paths.make_path_reader(
+        getcwd=posix.getcwd,
+        lstat=posix.lstat,
+        readlink=posix.readlink,
+        _s_islnk=_stat.S_ISLNK,
+    )
     hook = _make_hook(
+        as_path=as_path,
         events=events,
         allowance=allowance,
-        harness_root=_normpath(harness_root),
+        harness_root=harnessd_paths._normpath(harness_root),
         sources=dict(sources),
         getframe=sys._getframe,
         open_code=_io.open_code,
         get_ident=_thread.get_ident,
-        getcwd=posix.getcwd,
         stat=posix.stat,
-        lstat=posix.lstat,
-        readlink=posix.readlink,
         _s_isdir=_stat.S_ISDIR,
-        _s_islnk=_stat.S_ISLNK,
     )
 
     # Holds nothing but sys.audit: it is reachable from harness code through _imp.
@@ -166,6 +155,7 @@ def _nothing() -> None:
 
 def _make_hook(
     *,
+    as_path: Callable[[Any], str | None],
     events: list[tuple[str, str]],
     allowance: list[int],
     harness_root: str,
@@ -173,10 +163,7 @@ def _make_hook(
     getframe: Any,
     open_code: Any,
     get_ident: Any,
-    getcwd: Any,
     stat: Any,
-    lstat: Any,
-    readlink: Any,
     _str: Any = str,
     _bytes: Any = bytes,
     _int: Any = int,
@@ -184,12 +171,10 @@ def _make_hook(
     _len: Any = len,
     _memoryview: Any = memoryview,
     _bytearray: Any = bytearray,
-    _normpath: Any = _normpath,
     _tuple: Any = tuple,
     _s_isdir: Any = None,
-    _s_islnk: Any = None,
     _open_dirs: tuple[str, ...] = ("/work/", "/tmp/", "/dev/shm/", "/harness/"),
-    _not_a_path: str = NOT_A_PATH,
+    _not_a_path: str = harnessd_paths.NOT_A_PATH,
     _value_error: Any = ValueError,
     _attribute_error: Any = AttributeError,
     _refused: Any = Refused,
@@ -229,51 +214,6 @@ def _make_hook(
         kind = "tamper" if always_tamper or not benign_caller() else "refused"
         record(kind, what)
         raise error(f"harnessd: {what} is not allowed in the sandbox")
-
-    def as_path(value: Any) -> str | None:
-        """An absolute, normalised path for a plain path argument; None for a file
-        descriptor. Only exact ``str`` and ``bytes`` are read: nothing of an object the
-        harness made runs in here (this hook is exempt from itself while it runs)."""
-        if value is None or _type(value) is _int:
-            return None
-        if _type(value) is _bytes:
-            value = value.decode("utf-8", "replace")
-        if _type(value) is not _str:
-            return _not_a_path
-        if not value.startswith("/"):
-            value = getcwd() + "/" + value
-        return resolve(_normpath(value))
-
-    def resolve(path: str) -> str:
-        """``path`` with every symbolic link followed (the image has a few, e.g. /etc/mtab
-        to /proc/mounts), component by component; a loop ends in the unresolved rest."""
-        parts = [p for p in path.split("/") if p]
-        done: list[str] = []
-        hops = 0
-        while parts:
-            part = parts.pop(0)
-            if part == "..":
-                if done:
-                    done.pop()
-                continue
-            if part == ".":
-                continue
-            candidate = "/" + "/".join([*done, part])
-            try:
-                is_link = _s_islnk(lstat(candidate).st_mode)
-            except _base_exception:
-                is_link = False
-            if is_link and hops < 40:
-                hops += 1
-                target = readlink(candidate)
-                if _type(target) is not _str:
-                    return candidate
-                if target.startswith("/"):
-                    done = []
-                parts = [p for p in target.split("/") if p] + parts
-                continue
-            done.append(part)
-        return "/" + "/".join(done)
 
     def on_open(args: tuple[Any, ...]) -> None:
         path = as_path(args[0] if args else None)
