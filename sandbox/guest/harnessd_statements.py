@@ -88,9 +88,8 @@ _COMPOUND = (
     ast.AsyncWith,
     ast.Try,
     ast.Match,
+    ast.TryStar,
 )
-if hasattr(ast, "TryStar"):  # Python 3.11
-    _COMPOUND = (*_COMPOUND, ast.TryStar)
 
 
 def _is_docstring(stmt: ast.stmt, parent: ast.AST, index: int) -> bool:
@@ -148,7 +147,7 @@ def _walk(tree: ast.Module) -> list[tuple[ast.stmt | ast.excepthandler, bool]]:
 def _renumber(nodes: list[ast.AST], line: int) -> None:
     for node in nodes:
         if hasattr(node, "lineno"):
-            node.lineno = line  # type: ignore[attr-defined]
+            node.lineno = line
             node.end_lineno = line  # type: ignore[attr-defined]
             # One line: columns must not run backwards, and carets need not be exact.
             node.col_offset = 0  # type: ignore[attr-defined]
