@@ -1,6 +1,7 @@
 """Run one command in a locked-down container and report how it ended.
 
-Default-deny for every run: no network, read-only root, uid 65534, no capabilities,
+Default-deny for every run: no network, read-only root, a non-root uid (65534 unless the
+spec names another), no capabilities,
 no-new-privileges, pid/memory/CPU limits, small tmpfs for ``/tmp`` and ``/work``, only the
 mounts the spec names, only the environment the spec names. The wall clock is enforced
 from the host and output is counted as it streams. The container is killed and removed in
@@ -28,7 +29,7 @@ from sandbox.labels import require_instance
 from sandbox.limits import Limits
 from sandbox.output import OutputReader, OutputTap
 
-GUEST_USER = "65534:65534"
+GUEST_UID = 65534
 HARNESS_MOUNT = "/harness"
 SOCKET_MOUNT = "/run/harnessd"
 WORK_DIR = "/work"
@@ -63,6 +64,9 @@ class RunSpec:
     limits: Limits = field(default_factory=Limits)
     harness_dir: Path | None = None  # mounted read-only at /harness
     socket_dir: Path | None = None  # mounted at /run/harnessd (read-only: a socket still connects)
+    # Only for a process that must create a socket there itself (a code check's trusted side).
+    socket_writable: bool = False
+    uid: int = GUEST_UID  # also the gid, and the owner of the /work tmpfs
     mounts: Sequence[ReadOnlyMount] = ()
     env: Mapping[str, str] = field(default_factory=lambda: dict(BASE_ENV))
     # Start as root with only CAP_SETUID/CAP_SETGID, for a command that drops to uid 65534
@@ -98,10 +102,10 @@ def _check_spec(spec: RunSpec) -> None:
             raise ValueError(f"extra mount target {mount.target!r} is not allowed")
 
 
-def _tmpfs(limits: Limits, *, owner: bool) -> str:
+def _tmpfs(limits: Limits, *, owner: int | None) -> str:
     # nr_inodes bounds kernel memory a harness can pin with empty files.
     opts = f"rw,nosuid,nodev,noexec,size={limits.tmpfs_mb}m,nr_inodes=16384"
-    return opts + (",uid=65534,gid=65534,mode=0700" if owner else ",mode=1777")
+    return opts + (f",uid={owner},gid={owner},mode=0700" if owner is not None else ",mode=1777")
 
 
 def host_config(engine: DockerEngine, spec: RunSpec) -> dict[str, Any]:
@@ -110,7 +114,8 @@ def host_config(engine: DockerEngine, spec: RunSpec) -> dict[str, Any]:
     if spec.harness_dir is not None:
         mounts.append(Mount(HARNESS_MOUNT, str(spec.harness_dir), type="bind", read_only=True))
     if spec.socket_dir is not None:
-        mounts.append(Mount(SOCKET_MOUNT, str(spec.socket_dir), type="bind", read_only=True))
+        read_only = not spec.socket_writable
+        mounts.append(Mount(SOCKET_MOUNT, str(spec.socket_dir), type="bind", read_only=read_only))
     memory = f"{limits.memory_mb}m"
     config: dict[str, Any] = engine.api.create_host_config(
         network_mode="none",
@@ -122,7 +127,7 @@ def host_config(engine: DockerEngine, spec: RunSpec) -> dict[str, Any]:
         mem_limit=memory,
         memswap_limit=memory,  # equal to memory: no swap on top
         nano_cpus=int(limits.cpus * 1e9),
-        tmpfs={"/tmp": _tmpfs(limits, owner=False), WORK_DIR: _tmpfs(limits, owner=True)},
+        tmpfs={"/tmp": _tmpfs(limits, owner=None), WORK_DIR: _tmpfs(limits, owner=spec.uid)},
         shm_size=f"{limits.tmpfs_mb}m",
         mounts=mounts,
         # Output is read through attach and counted there; nothing lands on the host's disk.
@@ -145,7 +150,7 @@ async def created_container(engine: DockerEngine, spec: RunSpec) -> AsyncIterato
             engine.api.create_container,
             spec.image,
             list(spec.command),
-            user="0:0" if spec.drops_privileges else GUEST_USER,
+            user="0:0" if spec.drops_privileges else f"{spec.uid}:{spec.uid}",
             working_dir=WORK_DIR,
             environment=dict(spec.env),
             labels=dict(spec.labels),

@@ -153,7 +153,7 @@ async def run_one(
     )
     passed, detail = False, _detail(run)
     if suite is not None and run.error is None and run.submission is not None:
-        check = await suite.check(task.id, run.submission.output, rt.code_runner())
+        check = await suite.check(task.id, run.submission.output, rt.code_checker())
         passed, detail = check.passed, check.detail[:DETAIL_LIMIT]
     spent = await anyio.to_thread.run_sync(ledger.spent_by_task, rt.store, run_id, task.id)
     submission = run.submission

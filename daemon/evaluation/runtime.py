@@ -29,7 +29,7 @@ from daemon.providers.base import Provider
 from daemon.store import Store
 from daemon.suites import load_suite
 from daemon.suites.base import Suite
-from daemon.suites.coderunner import DockerCodeRunner
+from daemon.suites.codecheck import DockerCodeChecker
 from daemon.suites.splits import Splits, split
 from sandbox.engine import DockerEngine
 from sandbox.errors import SandboxFailure
@@ -111,8 +111,8 @@ class Runtime:
             heldout_size=p.heldout_size,
         )
 
-    def code_runner(self) -> DockerCodeRunner:
-        return DockerCodeRunner(
+    def code_checker(self) -> DockerCodeChecker:
+        return DockerCodeChecker(
             self.engine, self.image, self.limits(), self.labels(), temp_parent=self.runs_dir
         )
 

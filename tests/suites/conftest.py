@@ -1,4 +1,4 @@
-"""Suites loaded from the real pinned wheels, and a real sandboxed code runner."""
+"""Suites loaded from the real pinned wheels, and a real sandboxed code checker."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from daemon.suites import load_suite
 from daemon.suites.bfcl import CATEGORIES, BfclSuite
-from daemon.suites.coderunner import DockerCodeRunner
+from daemon.suites.codecheck import DockerCodeChecker
 from daemon.suites.humaneval import HumanEvalSuite
 from sandbox.engine import DockerEngine
 from sandbox.image import ensure_image
@@ -33,13 +33,14 @@ def humaneval(asset_cache: Path) -> HumanEvalSuite:
 
 
 @pytest.fixture
-async def runner(tmp_path: Path) -> AsyncIterator[DockerCodeRunner]:
-    """A DockerCodeRunner on the real sandbox image; checks no container outlives the test."""
+async def checker(tmp_path: Path) -> AsyncIterator[DockerCodeChecker]:
+    """A DockerCodeChecker on the real sandbox image; checks that no container and no check
+    directory outlives the test."""
     instance = "suites-" + secrets.token_hex(4)
     async with DockerEngine.connected() as engine:
         image = await ensure_image(engine, log=lambda line: None)
-        limits = Limits(memory_mb=256, pids=32, output_kb=64, wall_s=10.0)
-        yield DockerCodeRunner(
+        limits = Limits(memory_mb=256, pids=32, output_kb=64)
+        yield DockerCodeChecker(
             engine, image, limits, instance_labels(instance), temp_parent=tmp_path
         )
         left = await engine.call(
@@ -49,4 +50,4 @@ async def runner(tmp_path: Path) -> AsyncIterator[DockerCodeRunner]:
             filters={"label": f"{INSTANCE}={instance}"},
         )
         assert left == [], f"containers left behind: {left}"
-    assert list(tmp_path.iterdir()) == [], "program folders left behind"
+    assert list(tmp_path.iterdir()) == [], "check directories left behind"

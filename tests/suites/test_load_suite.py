@@ -55,4 +55,4 @@ async def test_unknown_task_ids_are_errors(asset_cache: Path) -> None:
         with pytest.raises(UnknownTask, match="suite 'bfcl:simple' has no task 'multiple_0'"):
             call("multiple_0")
     with pytest.raises(UnknownTask):
-        await suite.check("nope", [], runner=None)  # type: ignore[arg-type]
+        await suite.check("nope", [], checker=None)  # type: ignore[arg-type]
