@@ -66,7 +66,9 @@ def _send(sock: socket.socket, message: tuple[Any, ...]) -> None:
     try:
         payload = codec.encode(message, lenient=True)
     except codec.CodecError as exc:
-        payload = codec.encode(("refused", exc.type_name or "unknown"))
+        # A reply ("ok", call_id, value) whose value may not cross; "": plain data, but past
+        # the limits of one frame.
+        payload = codec.encode(("refused", message[1], exc.type_name or ""))
     codec.send_frame(sock, payload)
 
 
@@ -83,14 +85,14 @@ def _load(source: str, names: list[str]) -> tuple[dict[str, Callable[..., Any]],
 
 
 def _reply(functions: dict[str, Callable[..., Any]], frame: bytes) -> tuple[Any, ...]:
-    kind, name, args, kwargs = codec.decode(frame)
+    kind, call_id, name, args, kwargs = codec.decode(frame)
     if kind != "call" or name not in functions:
-        return ("raise", "RuntimeError", "not a call this side serves")
+        return ("raise", call_id, "RuntimeError", "not a call this side serves")
     try:
         result = functions[name](*args, **kwargs)
     except BaseException as exc:
-        return ("raise", *_summary(exc))
-    return ("ok", result)
+        return ("raise", call_id, *_summary(exc))
+    return ("ok", call_id, result)
 
 
 def serve(sock: socket.socket, functions: dict[str, Callable[..., Any]]) -> None:

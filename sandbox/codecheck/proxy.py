@@ -11,6 +11,7 @@ checker does not even see it. Standard library only.
 from __future__ import annotations
 
 import builtins
+import os
 import socket
 import time
 
@@ -128,8 +129,11 @@ class Channel:
             raise CandidateFault(self.fault.detail)
         if time.monotonic() >= self.deadline:
             self.fail("timeout", "the check ran out of time")
+        # A fresh random id the reply must echo: a reply written before its call was made
+        # (to be read as the answer to whatever comes) cannot know it.
+        call_id = int.from_bytes(os.urandom(8), "big")
         try:
-            payload = codec.encode(("call", name, args, kwargs), self.limits)
+            payload = codec.encode(("call", call_id, name, args, kwargs), self.limits)
         except codec.CodecError as exc:
             self.fail("internal", f"the checker passed a value that cannot cross: {exc}")
         if self._pending():
@@ -139,7 +143,10 @@ class Channel:
         except OSError:
             self.fail("crashed", "the candidate's process ended or hung up")
         self.calls += 1
-        return self._result(self._receive())
+        reply = self._receive()
+        if len(reply) < 2 or type(reply[1]) is not int or reply[1] != call_id:
+            self.fail("refused", "the candidate sent a frame nobody asked for")
+        return self._result(reply[:1] + reply[2:])
 
     def _result(self, reply: tuple[Any, ...]) -> Any:
         tag = reply[0]
@@ -157,8 +164,10 @@ class Channel:
             self.raised.append(rebuilt)
             raise rebuilt
         if tag == "refused" and len(reply) == 2 and type(reply[1]) is str:
-            shown = reply[1] if reply[1] in _SHOWN_TYPES else "another type"
-            self.fail("refused", f"the candidate's result is not plain data (a {shown})")
+            if not reply[1]:
+                self.fail("refused", "the candidate's result is too large or too deep to cross")
+            shown = reply[1] if reply[1] in _SHOWN_TYPES else "value of another type"
+            self.fail("refused", f"the candidate's result is not plain data: a {shown}")
         self.fail("refused", "the candidate sent a reply of unknown shape")
 
 

@@ -2,9 +2,10 @@
 
 Messages (each one frame of ``codec``), candidate to trusted side:
 ``("ready",)`` or ``("fail", exception_name, message)`` once, after the program ran; then
-one reply per call: ``("ok", value)``, ``("raise", exception_name, message)`` or
-``("refused", type_name)`` (the result was not plain data). Trusted to candidate side:
-``("call", function_name, args_tuple, kwargs_dict)``.
+one reply per call, echoing the call's random id: ``("ok", id, value)``,
+``("raise", id, exception_name, message)`` or ``("refused", id, type_name)`` (the result
+was not plain data; ``""``: it was, but past the limits of one frame). Trusted to candidate
+side: ``("call", id, function_name, args_tuple, kwargs_dict)``.
 """
 
 from __future__ import annotations
