@@ -159,18 +159,31 @@ class _Pair:
         return verdict
 
 
-async def _remove_together(engine: DockerEngine, *container_ids: str) -> None:
-    """Both at once (each takes tens of ms). A failure here is not final: each container's
-    own context manager removes it again and raises if that fails too."""
+class _Containers:
+    """Both containers at once: created together, removed together (tens of ms each), each
+    by its own ``created_container`` (so removal is shielded and certain), each held open by
+    a task until :meth:`release`."""
 
-    async def remove(container_id: str) -> None:
-        with contextlib.suppress(SandboxFailure):
-            await engine.remove_container(container_id)
+    def __init__(self, engine: DockerEngine) -> None:
+        self.engine = engine
+        self.ids: dict[str, str] = {}
+        self.failures: list[SandboxFailure] = []
+        self.settled = anyio.Event()  # both created, or one failed
+        self._released = anyio.Event()
 
-    with anyio.CancelScope(shield=True):
-        async with anyio.create_task_group() as group:
-            for container_id in container_ids:
-                group.start_soon(remove, container_id)
+    async def hold(self, side: str, spec: RunSpec) -> None:
+        try:
+            async with created_container(self.engine, spec) as container_id:
+                self.ids[side] = container_id
+                if len(self.ids) == 2:
+                    self.settled.set()
+                await self._released.wait()
+        except SandboxFailure as exc:
+            self.failures.append(exc)  # raised by run_check, as itself
+            self.settled.set()
+
+    def release(self) -> None:
+        self._released.set()
 
 
 async def run_check(
@@ -192,12 +205,22 @@ async def run_check(
     async with check_dir(parent, trusted_data, candidate_data) as folder:
         trusted_spec = _spec(image, labels, clock, "trusted", folder.trusted, folder.socket)
         candidate_spec = _spec(image, labels, clock, "candidate", folder.candidate, folder.socket)
-        async with (
-            created_container(engine, trusted_spec) as trusted_id,
-            created_container(engine, candidate_spec) as candidate_id,
-        ):
+        containers = _Containers(engine)
+        verdict: CheckVerdict | None = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(containers.hold, "trusted", trusted_spec)
+            group.start_soon(containers.hold, "candidate", candidate_spec)
             try:
-                verdict = await _Pair(engine, clock, token).run(trusted_id, candidate_id)
+                await containers.settled.wait()
+                if not containers.failures:
+                    pair = _Pair(engine, clock, token)
+                    ids = containers.ids
+                    verdict = await pair.run(ids["trusted"], ids["candidate"])
+            except SandboxFailure as exc:
+                containers.failures.append(exc)
             finally:
-                await _remove_together(engine, trusted_id, candidate_id)
+                containers.release()
+    if containers.failures:
+        raise containers.failures[0]
+    assert verdict is not None
     return dataclasses.replace(verdict, wall_s=round(time.monotonic() - started, 3))

@@ -117,6 +117,14 @@ def test_lenient_encoding_reads_subclasses_through_their_base_type() -> None:
     with pytest.raises(CodecError):
         encode(Liar(), lenient=True)  # not a subclass of a plain type: still refused
 
+    class Spoof(Liar):
+        __class__ = property(lambda self: int)
+
+    assert isinstance(Spoof(), int)  # fools isinstance, not type()
+    for lenient in (False, True):
+        with pytest.raises(CodecError, match="type Spoof is not plain data"):
+            encode([Spoof()], lenient=lenient)
+
 
 def test_cycles_and_deep_nesting_are_refused_both_ways() -> None:
     cycle: list[Any] = []
