@@ -15,6 +15,13 @@ Results cross only as frames of ``codec``: fresh objects of exact builtin types,
 object that lies about equality, truth or its type never reaches the checker.
 
 ``spec`` holds the host's request and result types, ``checkdir`` the per-check directory,
-``host`` runs one check. ``codec``, ``trusted`` and ``candidate`` are standard library only
-and are copied into the check directory (each side gets only its own files).
+``host`` runs one check. ``codec`` (the wire format), ``wire`` (paths, uids, messages),
+``proxy`` and ``trusted`` (the trusted side) and ``candidate`` are standard library only
+and are copied into the check directory, each side getting only its own modules.
+
+Why two containers and not two processes in one: another uid in the same container would
+need a launcher allowed to switch uids (capabilities the sandbox never grants), and would
+share the pid namespace, ``/tmp`` and ``/proc`` with the trusted side. Two containers of
+the same image need nothing new: separate pid, mount, IPC and network namespaces, no
+shared writable file, and the uids only tell the two apart on the socket.
 """

@@ -84,15 +84,20 @@ class Channel:
             self.sock.close()
         raise CandidateFault(self.fault.detail)
 
-    def _receive(self) -> tuple[Any, ...]:
-        deadline = min(self.deadline, time.monotonic() + self.call_timeout_s)
+    def _call_deadline(self) -> float:
+        return min(self.deadline, time.monotonic() + self.call_timeout_s)
+
+    def _timed_out(self, deadline: float) -> NoReturn:
+        if deadline >= self.deadline:
+            self.fail("timeout", "the check ran out of time")
+        self.fail("timeout", f"a call took longer than {self.call_timeout_s:g} s")
+
+    def _receive(self, deadline: float) -> tuple[Any, ...]:
         try:
             frame = codec.recv_frame(self.sock, deadline=deadline, limits=self.limits)
             message = codec.decode(frame, self.limits)
         except TimeoutError:
-            if deadline >= self.deadline:
-                self.fail("timeout", "the check ran out of time")
-            self.fail("timeout", f"a call took longer than {self.call_timeout_s:g} s")
+            self._timed_out(deadline)
         except codec.CodecError as exc:
             self.fail("refused", f"the candidate sent a malformed frame: {exc}")
         except (EOFError, OSError):
@@ -103,7 +108,7 @@ class Channel:
 
     def hello(self) -> None:
         """Wait for the candidate's program to load; a fault if it did not."""
-        message = self._receive()
+        message = self._receive(self._call_deadline())
         if message == ("ready",):
             return
         if len(message) == 3 and message[0] == "fail" and all(type(m) is str for m in message):
@@ -138,12 +143,16 @@ class Channel:
             self.fail("internal", f"the checker passed a value that cannot cross: {exc}")
         if self._pending():
             self.fail("refused", "the candidate sent a frame nobody asked for")
+        deadline = self._call_deadline()  # for sending (a candidate may not read) and reply
         try:
+            self.sock.settimeout(max(1e-3, deadline - time.monotonic()))
             codec.send_frame(self.sock, payload)
+        except TimeoutError:
+            self._timed_out(deadline)
         except OSError:
             self.fail("crashed", "the candidate's process ended or hung up")
         self.calls += 1
-        reply = self._receive()
+        reply = self._receive(deadline)
         if len(reply) < 2 or type(reply[1]) is not int or reply[1] != call_id:
             self.fail("refused", "the candidate sent a frame nobody asked for")
         return self._result(reply[:1] + reply[2:])

@@ -272,6 +272,31 @@ def test_call_and_total_deadlines(connect: Callable[..., Channel]) -> None:
     assert channel.fault is not None and channel.fault.detail == "the check ran out of time"
 
 
+def test_large_arguments_cross_and_a_candidate_that_never_reads_times_out(
+    connect: Callable[..., Channel],
+) -> None:
+    channel = connect(_serve(lambda args: ("ok", len(args[0]))))
+    channel.hello()
+    big = "x" * (3 * 2**20)  # far more than a socket buffer holds
+    assert proxy(channel, "f")(big) == len(big)
+
+    released = threading.Event()
+
+    def deaf(sock: socket.socket) -> None:
+        _reply(sock, ("ready",))
+        released.wait(30)  # reads nothing until the test is done
+
+    channel = connect(deaf, call_s=0.5)
+    channel.hello()
+    try:
+        with pytest.raises(CandidateFault):
+            proxy(channel, "f")(big)
+    finally:
+        released.set()
+    assert channel.fault is not None
+    assert channel.fault.detail == "a call took longer than 0.5 s"
+
+
 def test_a_checker_value_that_cannot_cross_is_an_internal_failure(
     connect: Callable[..., Channel],
 ) -> None:
