@@ -1,12 +1,12 @@
 """Run one code check: the two containers, their clocks, the verdict, the clean-up.
 
-Both containers are created, then started together (the candidate side retries its
-connect until the trusted side listens, which saves a start-up round trip over waiting
-for the socket from the host). The host enforces a wall clock on each, reads the verdict
-from the trusted container's output alone (a JSON line carrying this check's one-time
-token), and ignores the candidate's exit code and output entirely. Whatever happens
-(pass, failure, engine error, timeout, cancellation), both containers and the check
-directory are gone when :func:`run_check` returns or raises.
+Both containers are created together and started together (the candidate side retries
+its connect until the trusted side listens, which saves a start-up round trip over
+waiting for the socket from the host). The host enforces a wall clock on each, reads the
+verdict from the trusted container's output alone (a JSON line carrying this check's
+one-time token), and ignores the candidate's exit code and output entirely. Whatever
+happens (pass, failure, engine error, timeout, cancellation), both containers and the
+check directory are gone when :func:`run_check` returns or raises.
 """
 
 from __future__ import annotations
