@@ -38,8 +38,10 @@ from sandbox.errors import SandboxFailure
 from sandbox.labels import ROLE
 from sandbox.limits import Limits
 
-# Beyond the check's own deadline (which the trusted side enforces and reports), how long
-# the host gives both containers to start and the trusted side to print its verdict.
+# Beyond the check's own deadline (which the trusted side enforces and reports, counted from
+# the candidate's connection), how long both containers get to start and connect, and the
+# trusted side to print its verdict afterwards.
+CONNECT_S = 30.0
 GRACE_S = 10.0
 # After the trusted side reports a crashed candidate, how long to wait for the engine's
 # account of why (out of memory, output limit) to add to the detail.
@@ -74,8 +76,9 @@ def _data(check: CodeCheck, token: str) -> tuple[dict[str, Any], dict[str, Any]]
         "entry_point": check.function,
         "timeout_s": check.timeout_s,
         "call_timeout_s": check.call_timeout_s or check.timeout_s,
+        "connect_s": CONNECT_S,
     }
-    candidate = {"source": check.program, "functions": [check.function], "connect_s": GRACE_S}
+    candidate = {"source": check.program, "functions": [check.function], "connect_s": CONNECT_S}
     return trusted, candidate
 
 
@@ -196,11 +199,11 @@ async def run_check(
     parent: Path | None = None,
 ) -> CheckVerdict:
     """Run ``check`` under ``limits`` (per container; the wall clock is the check's own
-    ``timeout_s`` plus start-up grace). Raises SandboxFailure only when the machinery
-    failed; everything the candidate does is a verdict."""
+    ``timeout_s`` plus start-up and connection allowances). Raises SandboxFailure only when
+    the machinery failed; everything the candidate does is a verdict."""
     token = secrets.token_hex(16)
     started = time.monotonic()
-    clock = dataclasses.replace(limits, wall_s=check.timeout_s + GRACE_S)
+    clock = dataclasses.replace(limits, wall_s=CONNECT_S + check.timeout_s + GRACE_S)
     trusted_data, candidate_data = _data(check, token)
     async with check_dir(parent, trusted_data, candidate_data) as folder:
         trusted_spec = _spec(image, labels, clock, "trusted", folder.trusted, folder.socket)

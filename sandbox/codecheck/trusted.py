@@ -82,13 +82,16 @@ def _ending(channel: Channel, escaped: BaseException | None) -> Verdict:
 
 
 def judge(check: dict[str, Any], started: float) -> Verdict:
-    deadline = started + float(check["timeout_s"])
     namespace: dict[str, Any] = {}
     exec(compile(check["source"], "<checker>", "exec"), namespace)
     checker = namespace[check["checker"]]
-    conn = _accept(wire.SOCKET_PATH, deadline)
+    # The candidate's container starting is the engine's time, not the program's: on a loaded
+    # machine it can take seconds. The check's clock starts once the candidate connects, which
+    # it does before loading the program (so a program that hangs while loading still times out).
+    conn = _accept(wire.SOCKET_PATH, started + float(check["connect_s"]))
     if conn is None:
         return _verdict("timeout", "the candidate did not connect in time")
+    deadline = time.monotonic() + float(check["timeout_s"])
     with conn:
         if _peer_uid(conn) != wire.CANDIDATE_UID:
             return _verdict("refused", "a process of another user connected")
