@@ -116,6 +116,35 @@ def _cmd_image_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from daemon.config.settings import load_settings
+    from daemon.errors import ConfigError
+    from daemon.report import candidate_arg, summary_line
+    from daemon.store import Store
+
+    loaded = load_settings(args.config)
+    db = loaded.state_dir / "state.db"
+    if not db.is_file():
+        raise ConfigError(
+            f"no state database at {db}: run 'harnessd serve' first, or point --config (or "
+            "HARNESSD_STATE_DIR) at the daemon's state dir"
+        )
+    out = Path(args.out)
+    if not out.resolve().parent.is_dir():
+        raise ConfigError(f"report --out {out}: its directory does not exist")
+    candidate = candidate_arg(args.candidate)
+    from daemon.report.build import write_report  # loads matplotlib: after the checks
+
+    # Read-only use of the database; a running daemon may hold it at the same time (WAL).
+    store = Store(db)
+    try:
+        summary = write_report(store, out, candidate)
+    finally:
+        store.close()
+    print(summary_line(summary.__dict__))
+    return 0
+
+
 def _cmd_policy_check(args: argparse.Namespace) -> int:
     from daemon.config.policy import load_policy
 
@@ -145,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     from daemon.evaluation.command import add_arguments
 
     add_arguments(add("eval", _cmd_eval, "evaluate a harness directory on a suite split"))
+    report = add("report", _cmd_report, "write the lineage report from the state dir (no daemon)")
+    report.add_argument("--out", default="report.html", help="where to write it")
+    report.add_argument("--candidate", help="whose sequential test to plot (default: the newest)")
     add("doctor", _cmd_doctor, "check engine, image, model, data, state dir and config")
     image = sub.add_parser("image", help="the sandbox image").add_subparsers(
         dest="image_command", required=True, metavar="SUBCOMMAND"

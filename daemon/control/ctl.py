@@ -70,6 +70,12 @@ def diff(c: ControlClient, a: argparse.Namespace) -> Any:
     return c.call("diff", a=a.a, b=a.b)
 
 
+def report(c: ControlClient, a: argparse.Namespace) -> Any:
+    from daemon.report import candidate_arg
+
+    return c.call("report", out=str(Path(a.out).resolve()), candidate=candidate_arg(a.candidate))
+
+
 def rollback(c: ControlClient, a: argparse.Namespace) -> Any:
     return c.call("rollback", ref=a.ref, reason=a.reason)
 
@@ -130,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("diff", diff, "diff between two versions")
     p.add_argument("a")
     p.add_argument("b")
+    p = add("report", report, "write the lineage report: one self-contained HTML file")
+    p.add_argument("--out", default="report.html", help="where to write it (default report.html)")
+    p.add_argument("--candidate", help="whose sequential test to plot (default: the newest)")
     p = add("rollback", rollback, "make an earlier accepted version live")
     p.add_argument("ref", metavar="VERSION")
     p.add_argument("--reason", default="rollback by harnessctl")
@@ -158,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         path = _socket_path(args)
         with ControlClient(
-            path, timeout=None if args.verb in ("ask", "run", "propose") else 30
+            path, timeout=None if args.verb in ("ask", "run", "propose", "report") else 30
         ) as c:
             result = args.fn(c, args)
     except ControlError as exc:

@@ -59,6 +59,7 @@ VERBS: dict[str, str] = {
     "lineage": "the version tree and recent candidates",
     "show": "one version or candidate: patch, rationale, reports, verdict",
     "diff": "diff between two versions",
+    "report": "write the lineage report (one self-contained HTML file with plots)",
     "rollback": "make an earlier accepted version live",
     "pause": "pause the improvement loop",
     "resume": "resume the improvement loop",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -267,6 +267,20 @@ class ControlApi:
             version=version.name,
         )
         return {"live": version.name}
+
+    async def verb_report(self, args: dict[str, Any]) -> Any:
+        # The page is written by the daemon (same uid, peer checked) rather than sent back,
+        # since a long lineage's report outgrows one control frame.
+        out = Path(_arg(args, "out", str))
+        if not out.is_absolute() or not out.parent.is_dir():
+            raise ControlError(
+                ErrorCode.BAD_ARGS, f"report --out {out}: give a file in an existing directory"
+            )
+        candidate = _arg(args, "candidate", int, required=False)
+        from daemon.report.build import write_report  # loads matplotlib: only when asked
+
+        summary = await anyio.to_thread.run_sync(write_report, self.d.store, out, candidate)
+        return asdict(summary)
 
     # ---- the loop ------------------------------------------------------------------------
 

@@ -12,6 +12,8 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.syntax import Syntax
 from rich.table import Table
 
+from daemon.report import summary_line
+
 LEVEL_STYLE = {"debug": "dim", "info": "", "warning": "yellow", "error": "bold red"}
 
 
@@ -129,7 +131,12 @@ def _answer(r: dict[str, Any], c: Console) -> None:
         c.print("verified: " + ("[green]correct[/]" if r["passed"] else "[red]wrong[/]"))
 
 
+def _report(r: dict[str, Any], c: Console) -> None:
+    c.print(_escape(summary_line(r)))
+
+
 _VIEWS: dict[str, Callable[[Any, Console], None]] = {
+    "report": _report,
     "status": _status,
     "events": _events,
     "lineage": _lineage,

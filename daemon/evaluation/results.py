@@ -107,3 +107,38 @@ def runs_of(
         )
         for r in rows
     ]
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    """A finished evaluation with its subject, as the lineage report reads it."""
+
+    run_id: str
+    version_id: int | None
+    candidate_id: int | None
+    suite: str
+    split: str
+    model: str
+    state: str
+    report: EvalReport
+
+
+def finished_runs(store: Store) -> list[FinishedRun]:
+    """Every evaluation that ended with a report (``done`` or ``stopped``), oldest first."""
+    rows = store.query(
+        "SELECT run_id, version_id, candidate_id, suite, split, model, state, report "
+        "FROM evaluations WHERE report IS NOT NULL AND state IN ('done','stopped') ORDER BY id"
+    )
+    return [
+        FinishedRun(
+            r["run_id"],
+            r["version_id"],
+            r["candidate_id"],
+            r["suite"],
+            r["split"],
+            r["model"],
+            r["state"],
+            stored_report(r["report"]),
+        )
+        for r in rows
+    ]

@@ -173,6 +173,25 @@ def totals_by_day(store: Store, since: float = 0.0) -> list[PeriodTotal]:
     return totals_by_period(store, "day", since)
 
 
+def spend_span(store: Store) -> tuple[float, float] | None:
+    """The first and last call's time, or None for an empty ledger."""
+    row = store.query_one("SELECT MIN(ts), MAX(ts) FROM ledger")
+    if row is None or row[0] is None:
+        return None
+    return float(row[0]), float(row[1])
+
+
+def spend_by_bucket(store: Store, start: float, size: float) -> list[tuple[int, str, int]]:
+    """``(bucket index, purpose, tokens)`` in buckets of ``size`` seconds from ``start``,
+    oldest first: the loop's spending over time at any resolution, in one grouped query."""
+    rows = store.query(
+        "SELECT CAST((ts - ?) / ? AS INTEGER) AS b, purpose, "
+        "SUM(prompt_tokens + completion_tokens) FROM ledger GROUP BY b, purpose ORDER BY b",
+        (start, size),
+    )
+    return [(int(r[0]), str(r[1]), int(r[2])) for r in rows]
+
+
 def window_charges(
     store: Store, since: float, purpose: Purpose | None = None
 ) -> list[tuple[float, int]]:

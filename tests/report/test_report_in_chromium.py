@@ -1,0 +1,153 @@
+"""The report opened in headless Chromium: every plot drawn, every version in the tree, and
+the DOM Chromium built from hostile harness text holds no element or handler that could run.
+
+The first test reads a recorded lineage (through ``harnessd report``, no daemon); the second
+is a real run on the embedded model, reported through ``harnessctl report`` while the
+daemon runs and ``harnessd report`` after it stopped.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser import load
+from pagecheck import Page, active
+from PIL import Image
+from world import HOSTILE
+
+from daemon.control.protocol import ControlError
+from daemon.report.build import PLOTS
+from tests.daemon_process import start_daemon
+from tests.improve import patches
+
+pytestmark = pytest.mark.slow
+
+
+def _drawn(shot: Path) -> int:
+    """Strongly coloured pixels in a screenshot: plot lines, bands and cells, not text."""
+    data = Image.open(shot).convert("RGB").reduce(2).tobytes()
+    pixels = (data[i : i + 3] for i in range(0, len(data), 3))
+    return sum(1 for p in pixels if max(p) - min(p) > 90)
+
+
+def _check_rendered(chromium: Path, report: Path, work: Path, versions: list[str]) -> Page:
+    loaded = load(chromium, report, work)
+    dom = Page(loaded.dom)
+    assert active(dom) == [], active(dom)
+    assert dom.attr("figure", "data-plot") == list(PLOTS)
+    # Chromium parsed each plot as SVG with its drawing in it (paths, not an empty shell).
+    assert len(dom.tags("svg")) == len(PLOTS)
+    assert all(n >= 10 for n in dom.plot_paths.values()), dom.plot_paths
+    assert dom.attr("li", "data-version") == versions
+    assert _drawn(loaded.screenshot) > 2000
+    return dom
+
+
+def _harnessd_report(config: Path, out: Path, *extra: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "--config", str(config), "report", "--out", str(out),
+         *extra],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_recorded_lineage_report_renders_with_hostile_text_inert(
+    chromium: Path, world_dir: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "harnessd.toml"
+    config.write_text(f'state_dir = "{world_dir / "state"}"\n')
+    out = tmp_path / "report.html"
+    said = _harnessd_report(config, out, "--candidate", "c2")
+    assert "3 versions, 4 candidates, sequential test of c2" in said
+    dom = _check_rendered(chromium, out, tmp_path, ["v0001", "v0002", "v0003"])
+    assert "".join(dom.text).count(HOSTILE) >= 12
+
+
+def _decided(daemon: Any, n: int, timeout: float) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with daemon.client() as c:
+            lineage = c.call("lineage", candidates=50)
+        if sum(x["state"] in ("accepted", "rejected") for x in lineage["candidates"]) >= n:
+            return list(lineage["versions"])
+        assert daemon.proc.poll() is None, daemon.log.read_text()[-3000:]
+        time.sleep(1.0)
+    raise AssertionError(f"fewer than {n} candidates decided:\n{daemon.log.read_text()[-3000:]}")
+
+
+# Small splits and every statistical gate off, so a patch is promoted on the embedded model
+# in a couple of minutes: what is under test is the report of a real run, not the gates.
+REAL_RUN_POLICY = """
+[models]
+primary = "local:smollm2-135m"
+
+[proposer]
+model = "scripted:{proposer}"
+
+[suite]
+name = "bfcl:simple"
+dev_size = 2
+heldout_size = 4
+
+[sandbox]
+wall_s = 120.0
+concurrency = 2
+
+[pipeline]
+dev_max_regression = 1.0
+
+[gates.accuracy]
+enabled = false
+[gates.tokens]
+enabled = false
+[gates.honesty]
+enabled = false
+[gates.dead_code]
+enabled = false
+[gates.panel]
+enabled = false
+
+[loop]
+cycle_pause_s = 0.0
+max_cycles = 2
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.model
+@pytest.mark.timeout(1200)
+def test_report_of_a_real_run_on_the_embedded_model(
+    chromium: Path, tmp_path: Path, asset_cache: Path
+) -> None:
+    proposer = tmp_path / "proposer.toml"
+    improve = patches.IMPROVE.replace("Rationale: say", f"Rationale: {HOSTILE} say", 1)
+    proposer.write_text(patches.proposer_script([improve, f"no patch here {HOSTILE}"]))
+    daemon = start_daemon(tmp_path, asset_cache, REAL_RUN_POLICY.format(proposer=proposer))
+    live = tmp_path / "live.html"
+    try:
+        versions = [v["name"] for v in _decided(daemon, 2, timeout=1100)]
+        done = subprocess.run(
+            [sys.executable, "-m", "daemon.control.ctl", "--state-dir", str(daemon.state_dir),
+             "report", "--out", str(live)],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "2 versions, 2 candidates" in done.stdout, done.stdout
+        with daemon.client() as c, pytest.raises(ControlError, match="existing directory"):
+            c.call("report", out="relative.html")
+    finally:
+        daemon.stop()
+    assert len(versions) == 2, versions  # the seed and the promoted patch
+    dom = _check_rendered(chromium, live, tmp_path, versions)
+    assert len(dom.attr("li", "data-candidate")) == 2
+    assert HOSTILE in "".join(dom.text)
+    offline = tmp_path / "offline.html"
+    _harnessd_report(daemon.config, offline)
+    assert Page(offline.read_text()).attr("li", "data-version") == versions
