@@ -1,7 +1,7 @@
 """Run one harness on one task in a fresh sandbox container, and say how it ended.
 
-A fresh container per task, not a warm one per batch: ``scripts/bench_sandbox.py`` measured
-(2 cores, busy machine, medians over a bare host ``python3 -c pass``) +114 ms for a fresh
+A fresh container per task, not a warm one per batch: ``scripts/bench/sandbox_overhead.py``
+measured (2 cores, busy machine, medians over a bare host ``python3 -c pass``) +114 ms for a fresh
 container against +93 ms for a warm exec plus the clean-up a warm container needs so no
 state leaks (+24 ms without it). ~20 ms per task is noise next to a task's model calls, and
 a fresh container cannot carry processes, files or memory from one task to the next.

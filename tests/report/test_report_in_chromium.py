@@ -101,6 +101,7 @@ wall_s = 120.0
 concurrency = 2
 
 [pipeline]
+smoke = false
 dev_max_regression = 1.0
 
 [gates.accuracy]
@@ -128,7 +129,9 @@ def test_report_of_a_real_run_on_the_embedded_model(
 ) -> None:
     proposer = tmp_path / "proposer.toml"
     improve = patches.IMPROVE.replace("Rationale: say", f"Rationale: {HOSTILE} say", 1)
-    proposer.write_text(patches.proposer_script([improve, f"no patch here {HOSTILE}"]))
+    # The unparseable reply first: the patch is then judged against the dev baseline the
+    # first cycle measured, and no cycle runs after the promotion (fewer model calls).
+    proposer.write_text(patches.proposer_script([f"no patch here {HOSTILE}", improve]))
     daemon = start_daemon(tmp_path, asset_cache, REAL_RUN_POLICY.format(proposer=proposer))
     live = tmp_path / "live.html"
     try:

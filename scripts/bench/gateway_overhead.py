@@ -10,7 +10,7 @@ round by round, so machine noise hits each alike:
   worker thread, over the per-run Unix socket, through ``serve_gateway`` and the metered
   model: what a harness in a container pays per call, minus the container boundary.
 
-Usage: .venv/bin/python scripts/bench_gateway.py [--rounds 5] [--calls 200]
+Usage: .venv/bin/python scripts/bench/gateway_overhead.py [--rounds 5] [--calls 200]
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ variant alike, against a bare ``python3 -c pass`` process on the host:
 * ``run_task``: the whole path a real task takes (per-run dir, gateway socket, guest
   runtime, a one-line harness), fresh container.
 
-Usage: .venv/bin/python scripts/bench_sandbox.py [--rounds 20]
+Usage: .venv/bin/python scripts/bench/sandbox_overhead.py [--rounds 20]
 """
 
 from __future__ import annotations
