@@ -10,7 +10,7 @@ time:
 * ``boundary``: ``HumanEvalSuite.check`` through ``DockerCodeChecker``: two containers
   (trusted side and candidate side), the socket, the proxy, the verdict.
 
-Usage: .venv/bin/python scripts/bench_codecheck.py [--problems 20]
+Usage: .venv/bin/python scripts/bench/codecheck.py [--problems 20]
 """
 
 from __future__ import annotations
