@@ -20,9 +20,35 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     loaded = load_settings(args.config)
     setup_logging(loaded.settings.log_format, loaded.settings.log_level, redact)
-    anyio.run(serve, loaded)
+    try:
+        anyio.run(serve, loaded)
+    except BaseExceptionGroup as group:
+        raise _one_of(group) from None
     _exit_now_if_threads_linger()
     return 0
+
+
+def _one_of(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error to stop with when several tasks failed at once: every one is logged with
+    its traceback first (none hides another), then the first deliberate one is raised."""
+    import logging
+
+    from daemon.errors import leaves
+
+    found = list(leaves(group))
+    log = logging.getLogger("harnessd.service")
+    for exc in found:
+        log.error("harnessd stopped on: %s: %s", type(exc).__name__, exc, exc_info=exc)
+    chosen = next((e for e in found if isinstance(e, HarnessdError)), None)
+    if chosen is not None:
+        return chosen
+    first = found[0]
+    if not isinstance(first, Exception):
+        return first  # KeyboardInterrupt, SystemExit: as they are
+    return HarnessdError(
+        f"harnessd stopped on an unexpected {type(first).__name__}: {first} "
+        f"({len(found)} error(s), each logged above with its traceback)"
+    )
 
 
 def _exit_now_if_threads_linger(grace_s: float = 5.0) -> None:

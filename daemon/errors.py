@@ -6,6 +6,8 @@ the CLI prints that message as one line and exits with the error's ``exit_code``
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 
 class HarnessdError(Exception):
     """Root of every deliberate harnessd error."""
@@ -38,6 +40,27 @@ class ProviderError(HarnessdError):
         self.retryable = retryable
 
 
+class Unavailable(HarnessdError):
+    """A dependency the work needs (the Docker engine, a model provider) is down.
+
+    The work was not done, not done wrong: it can be done again once the dependency is
+    back. ``dependency`` is ``"engine"`` or the model string; ``fix`` says what a person
+    can do about it.
+    """
+
+    dependency: str = ""
+    fix: str = ""
+
+
+class ProviderUnavailable(ProviderError, Unavailable):
+    """A model provider cannot be reached, or keeps answering 429/5xx after the retries."""
+
+    def __init__(self, message: str, *, ref: str, fix: str = "") -> None:
+        ProviderError.__init__(self, message, kind="unavailable", retryable=True)
+        self.dependency = ref
+        self.fix = fix or f"check that the server behind {ref} is up and reachable"
+
+
 class ProviderConfigError(ProviderError, ConfigError):
     """A provider is misconfigured: unknown provider, missing key, bad model string."""
 
@@ -61,6 +84,16 @@ class SandboxError(HarnessdError):
     """The sandbox could not run at all (engine gone, image missing), not a harness failure."""
 
 
+class EngineUnavailable(SandboxError, Unavailable):
+    """The Docker engine does not answer (stopped, restarting, socket gone)."""
+
+    dependency = "engine"
+
+    def __init__(self, message: str, *, fix: str) -> None:
+        super().__init__(message)
+        self.fix = fix
+
+
 class LineageError(HarnessdError):
     """A lineage operation is impossible (e.g. rollback to the version already live)."""
 
@@ -81,3 +114,17 @@ class BadRequest(HarnessdError):
 
 class NotAccepting(HarnessdError):
     """The daemon is stopping and takes no new requests."""
+
+
+def leaves(exc: BaseException) -> Iterator[BaseException]:
+    """The exceptions inside ``exc``, exception groups (task groups) opened at any depth."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from leaves(inner)
+    else:
+        yield exc
+
+
+def first_outage(exc: BaseException) -> Unavailable | None:
+    """The first :class:`Unavailable` in ``exc`` (itself or inside a group), if any."""
+    return next((e for e in leaves(exc) if isinstance(e, Unavailable)), None)

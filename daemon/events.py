@@ -3,7 +3,8 @@
 Owner of the ``events`` table.
 
 Subscribers (``harnessctl watch``) get a bounded buffer each. A subscriber too slow to keep
-up loses events rather than slowing the daemon; it is told how many it missed.
+up loses events rather than slowing the daemon; it is told how many it missed. Every kind
+is listed, with when it happens, in the README's events table (a test keeps the two equal).
 """
 
 from __future__ import annotations

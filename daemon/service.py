@@ -22,7 +22,7 @@ from daemon.config.secrets import redact, register_configured_secrets
 from daemon.config.settings import LoadedSettings, load_settings
 from daemon.config.statedir import hold_lock, prepare_state_dir
 from daemon.control.protocol import SOCKET_NAME
-from daemon.control.server import serve_control
+from daemon.control.server import Replies, serve_control
 from daemon.control.verbs import ControlApi, VerbDeps
 from daemon.errors import ConfigError, LineageError, SetupError
 from daemon.evaluation.runtime import Runtime, open_runtime
@@ -38,7 +38,11 @@ from sandbox.labels import instance_id
 log = logging.getLogger("harnessd.service")
 
 
-DRAIN_GRACE_S = 300.0
+# How long a stop waits for live requests before cancelling them (and telling their
+# callers): short, because a stop must be prompt even while a slow local model answers.
+DRAIN_GRACE_S = 1.5
+# How long it then waits for replies already on their way to reach their clients.
+REPLY_GRACE_S = 1.0
 
 
 class Daemon:
@@ -148,6 +152,8 @@ class Daemon:
                 live=live,
                 submit=loop.submit_external,
                 progress=lambda: list(rt.progress.values()),
+                outages=rt.health.state,
+                calls=rt.calls_in_flight,
                 windows=rt.guard.window_state,
                 work_dir=rt.work_dir,
                 basics=self.status_basics,
@@ -166,8 +172,10 @@ class Daemon:
         ):
             live = LiveHarness(rt, self.lineage)
             loop = ImprovementLoop(rt, self.lineage, self.control)
+            replies = Replies()
             tg.start_soon(self._signals)
-            await tg.start(serve_control, self.socket_path, self._verbs(rt, live, loop))
+            await tg.start(rt.health.run)
+            await tg.start(serve_control, self.socket_path, self._verbs(rt, live, loop), replies)
             await tg.start(watch_files, self.watched, self.on_file_change)
             await tg.start(loop.run)
             await self.bus.emit(
@@ -180,9 +188,12 @@ class Daemon:
             left = await live.drain(DRAIN_GRACE_S)
             if left:
                 await self.bus.emit(
-                    "daemon.drain_timeout", f"{left} requests still running; cancelling them",
+                    "daemon.drain_timeout",
+                    f"{left} request(s) still running after {DRAIN_GRACE_S:.1f} s; cancelled "
+                    "them (their callers were told)",
                     level="warning",
                 )  # fmt: skip
+            await replies.settle(REPLY_GRACE_S)
             tg.cancel_scope.cancel()
         await self.bus.emit("daemon.stopped", "harnessd stopped")
 

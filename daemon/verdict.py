@@ -62,6 +62,16 @@ class Verdict(BaseModel):
             out.append(f"  {g.gate}: {mark} {' '.join(figures)}{note}")
         return out[:limit]
 
+    def deciding(self) -> list[dict[str, object]]:
+        """The gates that decided, as event data: the failed ones of a rejection, every
+        enabled one of an acceptance (each with its figures)."""
+        if self.decision == "reject":
+            chosen = [g for g in self.gates if g.enabled and not g.passed and not g.skipped]
+        else:
+            chosen = [g for g in self.gates if g.enabled and not g.skipped]
+        keys = ("gate", "passed", "measured", "threshold")
+        return [g.model_dump(include=set(keys)) for g in chosen]
+
     def line(self) -> str:
         """One line for the proposer and commit messages: pass/fail and which gate."""
         if self.decision == "accept":

@@ -10,6 +10,7 @@ every case, cancellation included.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -28,6 +29,8 @@ from sandbox.errors import ContainerFailure, SandboxFailure
 from sandbox.labels import require_instance
 from sandbox.limits import Limits
 from sandbox.output import OutputReader, OutputTap
+
+log = logging.getLogger("harnessd.sandbox")
 
 GUEST_UID = 65534
 HARNESS_MOUNT = "/harness"
@@ -163,9 +166,17 @@ async def created_container(engine: DockerEngine, spec: RunSpec) -> AsyncIterato
     container_id = str(created["Id"])
     try:
         yield container_id
-    finally:
+    except BaseException:
+        # Removal failing here (the engine gone, typically) must not replace the error on
+        # its way out: it is logged beside it, and the daemon's reap removes it later.
         with anyio.CancelScope(shield=True):
-            await engine.remove_container(container_id)
+            try:
+                await engine.remove_container(container_id)
+            except SandboxFailure as cleanup:
+                log.warning("could not remove container %s: %s", container_id[:12], cleanup)
+        raise
+    with anyio.CancelScope(shield=True):
+        await engine.remove_container(container_id)
 
 
 async def _wait_exit(engine: DockerEngine, container_id: str, limit_s: float) -> int:

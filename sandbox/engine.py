@@ -25,7 +25,7 @@ _SHORT_CALLS = 8
 _HTTP_TIMEOUT_S = 60
 _POOL_SIZE = 64
 
-_FIX = (
+ENGINE_FIX = (
     "start it (scripts/docker-engine, or 'sudo systemctl start docker') and make sure "
     "'docker info' works for this user"
 )
@@ -46,13 +46,15 @@ def _probe_unix_socket() -> None:
 
 
 def unavailable(exc: BaseException) -> SandboxUnavailable:
-    return SandboxUnavailable(f"no Docker engine answers at {_where()} ({exc}): {_FIX}")
+    return SandboxUnavailable(f"no Docker engine answers at {_where()} ({exc}): {ENGINE_FIX}")
 
 
 def translate(exc: BaseException, what: str) -> SandboxFailure:
     """Map an SDK/transport error onto the sandbox's own errors, naming the operation."""
     if isinstance(exc, requests.exceptions.ConnectionError | ConnectionError):
-        return SandboxUnavailable(f"Docker engine at {_where()} stopped answering ({what}): {_FIX}")
+        return SandboxUnavailable(
+            f"Docker engine at {_where()} stopped answering ({what}): {ENGINE_FIX}"
+        )
     if isinstance(exc, docker.errors.APIError):
         detail = exc.explanation or str(exc)
         return ContainerFailure(f"Docker engine refused {what}: {detail}")

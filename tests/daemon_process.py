@@ -37,7 +37,12 @@ class RunningDaemon:
 
 
 def start_daemon(
-    tmp_path: Path, asset_cache: Path, policy_text: str = "", *, seed: Path | None = None
+    tmp_path: Path,
+    asset_cache: Path,
+    policy_text: str = "",
+    *,
+    seed: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> RunningDaemon:
     state = tmp_path / "state"
     policy = tmp_path / "policy.toml"
@@ -50,7 +55,7 @@ def start_daemon(
         'log_format = "json"\n'
     )
     log = tmp_path / "daemon.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESSD_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESSD_")} | (env or {})
     with log.open("w") as log_file:
         proc = subprocess.Popen(
             [sys.executable, "-m", "daemon.cli", "--config", str(config), "serve"],

@@ -1,4 +1,10 @@
-"""Structured logs: JSON lines for machines, short text for people at a terminal."""
+"""Logs on stderr: short text lines for people at a terminal, JSON lines for machines.
+
+``log_format`` (settings): ``auto`` (the default) picks text when stderr is a terminal and
+JSON lines otherwise (a service manager, a pipe, a file); ``text`` and ``json`` force one.
+A text line is ``HH:MM:SS level kind message``, ``kind`` being the event kind (or the
+component for plain log lines); a JSON line carries the event's data as well.
+"""
 
 from __future__ import annotations
 
@@ -37,7 +43,8 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
-        line = f"{stamp} {record.levelname.lower():7} {record.getMessage()}"
+        kind = getattr(record, "event", None) or record.name.removeprefix("harnessd.")
+        line = f"{stamp} {record.levelname.lower():7} {kind:<22} {record.getMessage()}"
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return self._redact(line)

@@ -74,6 +74,19 @@ class ControlClient:
             ErrorCode(error.get("code", "internal")), str(error.get("message", "unknown error"))
         )
 
+    def wait_closed(self, timeout: float) -> bool:
+        """Wait until the daemon closes this connection (after ``stop``: it has stopped
+        serving); False if it is still open after ``timeout`` seconds."""
+        self._sock.settimeout(timeout)
+        try:
+            while self._file.readline(MAX_MESSAGE + 1):
+                pass
+        except TimeoutError:
+            return False
+        except OSError:
+            pass  # reset by the peer: closed all the same
+        return True
+
     def watch(self) -> Iterator[dict[str, Any]]:
         """Subscribe now, then yield events until the daemon goes away.
 

@@ -24,6 +24,9 @@ from daemon.errors import HarnessdError
 
 out = Console(highlight=False)
 
+# How long ``harnessctl stop`` waits for the daemon to close its connections.
+STOP_WAIT_S = 30.0
+
 Verb = Callable[[ControlClient, argparse.Namespace], Any]
 
 
@@ -103,7 +106,9 @@ def policy_check(c: ControlClient, a: argparse.Namespace) -> Any:
 
 
 def stop(c: ControlClient, a: argparse.Namespace) -> Any:
-    return c.call("stop")
+    result = c.call("stop")
+    # The daemon closes every connection once it has drained and stopped serving.
+    return dict(result) | {"stopped": c.wait_closed(STOP_WAIT_S)}
 
 
 def build_parser() -> argparse.ArgumentParser:

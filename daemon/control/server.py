@@ -41,6 +41,31 @@ class ControlHandler(Protocol):
     def subscribe(self) -> AbstractAsyncContextManager[anyio.abc.ObjectReceiveStream[Any]]: ...
 
 
+class Replies:
+    """Requests being answered (their verb running or their reply being sent), so a stop
+    can let replies already on their way reach their clients before it closes the socket.
+    ``watch`` streams are not counted: they end with the daemon."""
+
+    def __init__(self) -> None:
+        self.pending = 0
+        self._idle = anyio.Event()
+        self._idle.set()
+
+    def begin(self) -> None:
+        self.pending += 1
+        if self.pending == 1:
+            self._idle = anyio.Event()
+
+    def end(self) -> None:
+        self.pending -= 1
+        if self.pending == 0:
+            self._idle.set()
+
+    async def settle(self, timeout_s: float) -> None:
+        with anyio.move_on_after(timeout_s):
+            await self._idle.wait()
+
+
 def peer_uid(stream: SocketStream) -> int:
     raw: socket.socket = stream.extra(SocketAttribute.raw_socket)
     creds = raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
@@ -51,6 +76,7 @@ def peer_uid(stream: SocketStream) -> int:
 async def serve_control(
     path: Path,
     handler: ControlHandler,
+    replies: Replies | None = None,
     *,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -66,7 +92,7 @@ async def serve_control(
     try:
         async with listener:
             task_status.started()
-            await listener.serve(lambda stream: _connection(stream, handler))
+            await listener.serve(lambda stream: _connection(stream, handler, replies or Replies()))
     finally:
         path.unlink(missing_ok=True)
 
@@ -75,7 +101,7 @@ async def _send(stream: SocketStream, frame: dict[str, Any]) -> None:
     await stream.send(encode_frame(frame))
 
 
-async def _connection(stream: SocketStream, handler: ControlHandler) -> None:
+async def _connection(stream: SocketStream, handler: ControlHandler, replies: Replies) -> None:
     async with stream:
         try:
             uid = peer_uid(stream)
@@ -97,14 +123,16 @@ async def _connection(stream: SocketStream, handler: ControlHandler) -> None:
                     if bad >= MAX_BAD_FRAMES:
                         return
                     continue
-                keep_going = await _request(stream, handler, frame)
+                keep_going = await _request(stream, handler, frame, replies)
                 if not keep_going:
                     return
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
             return
 
 
-async def _request(stream: SocketStream, handler: ControlHandler, frame: dict[str, Any]) -> bool:
+async def _request(
+    stream: SocketStream, handler: ControlHandler, frame: dict[str, Any], replies: Replies
+) -> bool:
     req_id = frame.get("id")
     if frame.get("v") != PROTOCOL_VERSION:
         msg = (
@@ -128,8 +156,12 @@ async def _request(stream: SocketStream, handler: ControlHandler, frame: dict[st
     if verb == "watch":
         await _watch(stream, handler, req_id)
         return False
-    reply = await _dispatch(handler.call, verb, args, req_id)
-    await _send(stream, reply)
+    replies.begin()
+    try:
+        reply = await _dispatch(handler.call, verb, args, req_id)
+        await _send(stream, reply)
+    finally:
+        replies.end()
     return True
 
 

@@ -21,7 +21,15 @@ import anyio
 from daemon.config.policy import parse_policy
 from daemon.config.reload import PolicyHolder
 from daemon.control.protocol import ControlError, ErrorCode
-from daemon.errors import BadRequest, ConfigError, LineageError, NotAccepting, UnknownRef
+from daemon.errors import (
+    BadRequest,
+    ConfigError,
+    LineageError,
+    NotAccepting,
+    SandboxError,
+    Unavailable,
+    UnknownRef,
+)
 from daemon.evaluation import results
 from daemon.evaluation.report import EvalReport
 from daemon.events import EventBus
@@ -49,8 +57,11 @@ class VerbDeps:
     live: LiveHarness
     # The improvement loop's intake for a person's patch (``harnessctl propose``).
     submit: Callable[[str, str], Awaitable[Submitted]]
-    # Evaluations under way (for ``status``) and the daemon-wide token windows.
+    # Evaluations under way, outages, model calls in flight (for ``status``), and the
+    # daemon-wide token windows.
     progress: Callable[[], list[dict[str, Any]]]
+    outages: Callable[[], list[dict[str, Any]]]
+    calls: Callable[[], dict[str, dict[str, int]]]
     windows: Callable[[], WindowState]
     work_dir: Path
     basics: Callable[[], dict[str, Any]]
@@ -98,6 +109,8 @@ _CODES: tuple[tuple[type[Exception], ErrorCode], ...] = (
     (NotAccepting, ErrorCode.CONFLICT),
     (BadRequest, ErrorCode.BAD_ARGS),
     (ConfigError, ErrorCode.BAD_ARGS),
+    (Unavailable, ErrorCode.UNAVAILABLE),
+    (SandboxError, ErrorCode.UNAVAILABLE),
 )
 
 
@@ -136,6 +149,8 @@ class ControlApi:
             "paused": self.d.control.paused,
             "activity": self.d.control.activity,
             "progress": self.d.progress(),
+            "outages": self.d.outages(),
+            "model_calls": self.d.calls(),
             "cycles": self.d.control.cycles,
             "queued": list(self.d.control.queue),
             "live": {
@@ -345,4 +360,4 @@ class ControlApi:
 
     async def verb_stop(self, args: dict[str, Any]) -> Any:
         self.d.stop.set()
-        return {"stopping": True}
+        return {"stopping": True, "pid": self.d.basics()["pid"]}

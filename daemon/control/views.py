@@ -21,10 +21,28 @@ def _when(ts: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(ts))
 
 
+def _figure(value: Any) -> str:
+    return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def gates_text(gates: list[dict[str, Any]], kind: str) -> str:
+    """The gates that decided a candidate (event data ``gates``), with their figures."""
+    parts = [
+        f"{g.get('gate', '?')} {_figure(g.get('measured'))} vs {_figure(g.get('threshold'))}"
+        for g in gates
+    ]
+    head = "gates passed" if kind == "version.promoted" else "decided by"
+    return f"{head}: {', '.join(parts)}"
+
+
 def _event_line(event: dict[str, Any]) -> str:
     style = LEVEL_STYLE.get(str(event.get("level")), "")
     stamp = _when(float(event.get("ts", 0)))
-    text = f"{stamp} {event.get('kind', '?'):<22} {event.get('message', '')}"
+    kind = str(event.get("kind", "?"))
+    text = f"{stamp} {kind:<22} {event.get('message', '')}"
+    gates = (event.get("data") or {}).get("gates")
+    if isinstance(gates, list) and gates:
+        text += f" [{gates_text(gates, kind)}]"
     return f"[{style}]{_escape(text)}[/]" if style else _escape(text)
 
 
@@ -58,8 +76,23 @@ def _status(r: dict[str, Any], c: Console) -> None:
                     str(s["n"]),
                 )  # fmt: skip
             c.print(t)
+    for o in r.get("outages") or []:
+        c.print(
+            f"[bold red]OUTAGE[/] {_escape(o['what'])} unavailable since {_when(o['since'])} "
+            f"({o['probes']} probe(s), next at {_when(o['next_probe_at'])}): "
+            f"{_escape(o['error'])}\n  fix: {_escape(o['fix'])}"
+        )
     activity = r.get("activity")
     c.print(f"activity: {_escape(activity or 'idle')}")
+    calls = r.get("model_calls") or {}
+    if calls:
+        c.print(
+            "model calls under way: "
+            + ", ".join(
+                f"{m} ({n['calls']} call(s), {n['tokens_so_far']} tokens so far)"
+                for m, n in calls.items()
+            )
+        )
     for p in r.get("progress") or []:
         c.print(f"  {_escape(p['label'])}: {p['done']}/{p['total']} tasks")
     c.print(f"loop: {'[yellow]paused[/]' if r.get('paused') else 'running'}")
@@ -86,11 +119,11 @@ def _lineage(r: dict[str, Any], c: Console) -> None:
         )
     cands = r.get("candidates", [])
     if cands:
-        t = Table("cand", "parent", "state", "stage", "source", "rationale")
+        t = Table("cand", "parent", "state", "stage", "source", "rationale", "verdict")
         for x in cands:
             t.add_row(
                 f"c{x['id']}", x["parent"], x["state"], x["stage"], x["source"],
-                (x.get("rationale") or "")[:60],
+                _escape((x.get("rationale") or "")[:50]), _escape((x.get("reason") or "")[:60]),
             )  # fmt: skip
         c.print(t)
 
@@ -115,10 +148,73 @@ def _show(r: dict[str, Any], c: Console) -> None:
         c.print(Syntax(r["patch"], "diff", theme="ansi_dark"))
 
 
+def _print_diff(diff: str, c: Console) -> None:
+    c.print(Syntax(diff, "diff", theme="ansi_dark") if diff else "(no difference)")
+
+
 def _diff(r: dict[str, Any], c: Console) -> None:
+    c.print(f"[bold]{_escape(r.get('a', '?'))} -> {_escape(r.get('b', '?'))}[/]")
+    _print_diff(r.get("diff") or "", c)
+
+
+def _propose(r: dict[str, Any], c: Console) -> None:
+    if r.get("dry_run"):
+        c.print(
+            f"[green]valid[/] against {_escape(r.get('against', '?'))} "
+            "(dry run: nothing recorded); the change it makes:"
+        )
+    else:
+        paused = " (the loop is paused: 'harnessctl resume' to evaluate it)"
+        c.print(
+            f"candidate [bold]c{r.get('candidate')}[/] passed the static stage and is queued "
+            f"for evaluation{paused if r.get('paused') else ''}; the change it makes:"
+        )
+    _print_diff(r.get("diff") or "", c)
+
+
+def _rollback(r: dict[str, Any], c: Console) -> None:
+    c.print(f"rolled back: [bold]{_escape(str(r.get('live')))}[/] is live")
+
+
+def _loop_switch(r: dict[str, Any], c: Console) -> None:
+    if r.get("paused"):
+        c.print("improvement loop [yellow]paused[/] ('harnessctl resume' to continue)")
+    else:
+        c.print("improvement loop running")
+
+
+def toml_lines(data: dict[str, Any], table: str = "") -> list[str]:
+    """``data`` written as TOML (unset values as comments), tables after their keys."""
+    lines = [f"[{table}]"] if table and any(not isinstance(v, dict) for v in data.values()) else []
+    for key, value in data.items():
+        if value is None:
+            lines.append(f"# {key}: not set")
+        elif not isinstance(value, dict):
+            lines.append(f"{key} = {json.dumps(value)}")
+    for key, value in data.items():
+        if isinstance(value, dict):
+            lines += ["", *toml_lines(value, f"{table}.{key}" if table else key)]
+    return lines
+
+
+def _policy_show(r: dict[str, Any], c: Console) -> None:
+    c.print(f"[bold]policy in force[/] (from {_escape(str(r.get('path')))}):")
+    c.print(Syntax("\n".join(toml_lines(r.get("policy") or {})).strip(), "toml", theme="ansi_dark"))
+
+
+def _policy_check(r: dict[str, Any], c: Console) -> None:
     c.print(
-        Syntax(r.get("diff", ""), "diff", theme="ansi_dark") if r.get("diff") else "(no difference)"
+        f"{_escape(str(r.get('name')))}: [green]valid[/] (not applied; edit the policy file "
+        "in force to apply it)"
     )
+
+
+def _stop(r: dict[str, Any], c: Console) -> None:
+    pid = r.get("pid", "?")
+    if r.get("stopped"):
+        c.print(f"harnessd (pid {pid}) stopped")
+    else:
+        c.print(f"harnessd (pid {pid}) is stopping; it has not closed its socket yet")
 
 
 def _answer(r: dict[str, Any], c: Console) -> None:
@@ -144,6 +240,13 @@ _VIEWS: dict[str, Callable[[Any, Console], None]] = {
     "diff": _diff,
     "ask": _answer,
     "run": _answer,
+    "propose": _propose,
+    "rollback": _rollback,
+    "pause": _loop_switch,
+    "resume": _loop_switch,
+    "policy_show": _policy_show,
+    "policy_check": _policy_check,
+    "stop": _stop,
 }
 
 

@@ -5,6 +5,11 @@ policy's ``[sandbox] concurrency`` at once. The verifier judges each output on t
 for code, in a separate fresh container). Token counts come from the ledger, i.e. from the
 providers' usage. ``stop_when`` lets the candidate pipeline stop as soon as a sequential
 test has decided; the tasks still in flight are cancelled and their containers removed.
+
+A dependency that goes away mid-evaluation (the Docker engine, the model) ends the whole
+evaluation with :class:`~daemon.errors.Unavailable`, never with results: a task whose
+model calls failed because the provider was down, or that crashed as the engine went, says
+nothing about the harness. The evaluation is recorded as interrupted.
 """
 
 from __future__ import annotations
@@ -21,8 +26,10 @@ from typing import Any
 
 import anyio
 
+from daemon.errors import HarnessdError, ProviderUnavailable, first_outage, leaves
 from daemon.evaluation import results as results_table
 from daemon.evaluation.coverage import coverage_summary, merge_coverage, read_sources
+from daemon.evaluation.health import engine_watch, require_engine
 from daemon.evaluation.report import (
     CoverageReport,
     EvalReport,
@@ -63,9 +70,15 @@ class SolveHandler:
     def __init__(self, model: MeteredModel, charge: Charge) -> None:
         self._model = model
         self._charge = charge
+        # The first "provider down" a call of this run met: the run's result is void.
+        self.outage: ProviderUnavailable | None = None
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
-        return await self._model.chat(request, self._charge)
+        try:
+            return await self._model.chat(request, self._charge)
+        except ProviderUnavailable as exc:
+            self.outage = self.outage or exc
+            raise
 
     async def tool_call(self, name: str, arguments: dict[str, Any]) -> Any:
         # The built-in suites (BFCL single-turn, HumanEval) have no host-side tools.
@@ -141,20 +154,28 @@ async def run_one(
         model=model, purpose=purpose, run_id=run_id, task_id=task.id,
         candidate_id=subject.candidate_id, version_id=subject.version_id,
     )  # fmt: skip
-    run = await run_task(
-        rt.engine,
-        image=rt.image,
-        harness_dir=subject.harness_dir,
-        task=blind(task, run_id),
-        handler=SolveHandler(rt.model(model), charge),
-        limits=rt.limits(),
-        runs_dir=rt.runs_dir,
-        labels=rt.labels(subject=subject.label),
-    )
-    passed, detail = False, _detail(run)
-    if suite is not None and run.error is None and run.submission is not None:
-        check = await suite.check(task.id, run.submission.output, rt.code_checker())
-        passed, detail = check.passed, check.detail[:DETAIL_LIMIT]
+    handler = SolveHandler(rt.model(model), charge)
+    async with engine_watch(rt.engine):
+        run = await run_task(
+            rt.engine,
+            image=rt.image,
+            harness_dir=subject.harness_dir,
+            task=blind(task, run_id),
+            handler=handler,
+            limits=rt.limits(),
+            runs_dir=rt.runs_dir,
+            labels=rt.labels(subject=subject.label),
+        )
+        if handler.outage is not None:
+            raise handler.outage
+        passed, detail = False, _detail(run)
+        if suite is not None and run.error is None and run.submission is not None:
+            check = await suite.check(task.id, run.submission.output, rt.code_checker())
+            passed, detail = check.passed, check.detail[:DETAIL_LIMIT]
+        if run.error is not None or (suite is not None and not passed):
+            # A container killed as the engine went down looks like a crash or a wrong
+            # answer; it is neither if the engine is gone now.
+            await require_engine(rt.engine)
     spent = await anyio.to_thread.run_sync(ledger.spent_by_task, rt.store, run_id, task.id)
     submission = run.submission
     result = TaskResult(
@@ -231,11 +252,14 @@ async def evaluate(
         async with anyio.create_task_group() as tg:
             for task_id in task_ids:
                 tg.start_soon(one, task_id, tg.cancel_scope)
-    except BaseException:
+    except BaseException as exc:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(
                 results_table.record_end, rt.store, run_id, "interrupted", None
             )
+        single = _one_error(exc, label)
+        if single is not exc:
+            raise single from None
         raise
     finally:
         rt.progress.pop(run_id, None)
@@ -256,3 +280,24 @@ async def evaluate(
     state = "stopped" if report.stopped_early else "done"
     await anyio.to_thread.run_sync(results_table.record_end, rt.store, run_id, state, report)
     return report
+
+
+def _one_error(exc: BaseException, label: str) -> BaseException:
+    """What the evaluation's task group raised, as one error where one explains it.
+
+    Several tasks fail at once when a dependency goes (each meets the outage), and the
+    group would hide that from every caller: the outage is raised alone. Otherwise the
+    first deliberate harnessd error. The errors not raised are logged, never dropped.
+    """
+    if not isinstance(exc, BaseExceptionGroup):
+        return exc
+    found = list(leaves(exc))
+    chosen: BaseException | None = first_outage(exc)
+    if chosen is None:
+        chosen = next((e for e in found if isinstance(e, HarnessdError)), None)
+    if chosen is None:
+        return exc
+    for other in found:
+        if other is not chosen and not isinstance(other, type(chosen)):
+            log.warning("%s: also failed: %r", label, other, exc_info=other)
+    return chosen

@@ -2,7 +2,9 @@
 
 Both ``harnessd serve`` and the standalone ``harnessd eval`` open one :class:`Runtime`;
 it owns the Docker connection and the providers, and reaps what an earlier crash left
-behind (containers labelled with this state dir's instance id, per-run directories).
+behind (containers labelled with this state dir's instance id, per-run directories). Its
+:class:`~daemon.evaluation.health.Health` knows how to probe the engine and each model and
+what to do when the engine returns (reap what the lost engine left, check the image).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from daemon.config.reload import PolicyHolder
 from daemon.config.settings import LoadedSettings
 from daemon.config.statedir import split_secret
 from daemon.errors import SandboxError, SetupError
+from daemon.evaluation.health import ENGINE, Health
 from daemon.gateway.budget import BudgetGuard
 from daemon.gateway.metering import MeteredModel
 from daemon.providers import make_provider
@@ -61,6 +64,7 @@ class Runtime:
     emit: Emit = _log_only
     guard: BudgetGuard = field(init=False)
     split_secret: str = field(init=False)
+    health: Health = field(init=False)
     _models: dict[str, MeteredModel] = field(default_factory=dict)
     # Evaluations under way: run id -> {"label", "done", "total"} (for status).
     progress: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -69,6 +73,37 @@ class Runtime:
     def __post_init__(self) -> None:
         self.guard = BudgetGuard(self.store, lambda: self.policy.get().budget)
         self.split_secret = split_secret(self.loaded.state_dir)
+        self.health = Health(self.emit, self._probe, self._recover)
+
+    async def _probe(self, dependency: str) -> None:
+        if dependency == ENGINE:
+            await self.engine.ping()
+        else:
+            await self.model(dependency).probe()
+
+    async def _recover(self, dependency: str) -> None:
+        """The engine is back: what ran on the lost one is gone or dead; remove it, and
+        make sure the image survived (an engine reinstalled from scratch has none)."""
+        if dependency != ENGINE:
+            return
+        reaped = await _reap(self.engine, self.instance)
+        if reaped:
+            await self.emit(
+                "sandbox.reaped",
+                f"removed {reaped} container(s) the lost Docker engine left behind",
+                containers=reaped, run_dirs=0,
+            )  # fmt: skip
+        if not await self.engine.image_exists(self.image):
+            self.image = await resolve_image(self.engine, self.loaded, self.emit)
+
+    def calls_in_flight(self) -> dict[str, dict[str, int]]:
+        """Model calls under way right now, per model string, with what they spent so far."""
+        found = {ref: m.under_way() for ref, m in list(self._models.items())}
+        return {
+            ref: {"calls": calls, "tokens_so_far": tokens}
+            for ref, (calls, tokens) in found.items()
+            if calls
+        }
 
     @property
     def runs_dir(self) -> Path:
@@ -119,7 +154,10 @@ class Runtime:
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
             for provider in self._providers:
-                await provider.aclose()
+                try:
+                    await provider.aclose()
+                except Exception:  # logged, never raised over the error on its way out
+                    log.warning("closing provider %s failed", provider.ref, exc_info=True)
         self._providers.clear()
         self._models.clear()
 
@@ -227,5 +265,11 @@ async def open_runtime(
             await rt.aclose()
     finally:
         with anyio.CancelScope(shield=True):
-            await engine.reap(instance)
+            try:
+                await engine.reap(instance)
+            except SandboxFailure as exc:
+                # Never raised from here: it would hide whatever error is on its way out
+                # (the engine being gone is often the reason for both). The next start
+                # reaps whatever is left.
+                log.warning("could not remove this instance's containers at exit: %s", exc)
             await engine.aclose()

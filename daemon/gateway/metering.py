@@ -2,7 +2,10 @@
 
 This is the one path by which harness, proposer and judge calls reach a model. The ledger
 row is made from the usage in the provider's response; nothing a harness reports about
-its own usage is read here, so a harness cannot under-report what it spent.
+its own usage is read here, so a harness cannot under-report what it spent. A call
+cancelled before its response (its task ended, the daemon stops) is charged what its
+provider counted until then where the provider counts its own work as it goes (the local
+model, :class:`~daemon.providers.base.CallMeter`), else its reservation, as an estimate.
 """
 
 from __future__ import annotations
@@ -16,7 +19,15 @@ from daemon.errors import BudgetExceeded
 from daemon.gateway import ledger
 from daemon.gateway.budget import BudgetGuard
 from daemon.gateway.ledger import Charge
-from daemon.providers.base import Capabilities, ChatRequest, ChatResponse, Provider, Usage
+from daemon.providers.base import (
+    CallMeter,
+    Capabilities,
+    ChatRequest,
+    ChatResponse,
+    Provider,
+    Usage,
+    metered_call,
+)
 from daemon.store import Store
 
 
@@ -27,6 +38,8 @@ class MeteredModel:
         self._provider = provider
         self._store = store
         self._guard = guard
+        # The meters of the calls under way (for ``status``: what the daemon waits on).
+        self._under_way: dict[int, CallMeter] = {}
 
     @property
     def ref(self) -> str:
@@ -49,15 +62,31 @@ class MeteredModel:
         try:
             if grant.max_tokens < request.max_tokens:
                 request = request.model_copy(update={"max_tokens": grant.max_tokens})
-            try:
-                response = await self._provider.chat(request)
-            except anyio.get_cancelled_exc_class():
-                # Abandoned (its task ended, the daemon stops): the provider has started
-                # and bills it, so the reservation is charged, marked as an estimate.
-                reserved = Usage(prompt_tokens=prompt, completion_tokens=grant.max_tokens)
-                with anyio.CancelScope(shield=True):
-                    await self._record(charge, reserved, estimated=True)
-                raise
+            with metered_call() as meter:
+                self._under_way[id(meter)] = meter
+                try:
+                    response = await self._provider.chat(request)
+                except anyio.get_cancelled_exc_class():
+                    # Abandoned (its task ended, the daemon stops): the provider has started
+                    # and bills it. Charged what it counted, if it counts as it goes; else
+                    # the reservation, marked as an estimate.
+                    with anyio.CancelScope(shield=True):
+                        if meter.counted:
+                            await self._record(charge, meter.usage(), estimated=False)
+                        else:
+                            reserved = Usage(
+                                prompt_tokens=prompt, completion_tokens=grant.max_tokens
+                            )
+                            await self._record(charge, reserved, estimated=True)
+                    raise
+                except BaseException:
+                    # Failed: what a counting provider spent before failing is still spent.
+                    if meter.counted and meter.usage().total:
+                        with anyio.CancelScope(shield=True):
+                            await self._record(charge, meter.usage(), estimated=False)
+                    raise
+                finally:
+                    del self._under_way[id(meter)]
             # Shielded: tokens the provider spent are charged even if the caller is cancelled.
             with anyio.CancelScope(shield=True):
                 await self._record(charge, response.usage, estimated=False)
@@ -72,6 +101,16 @@ class MeteredModel:
                 ledger.record, self._store, charge, usage, ts=self._guard.now(), estimated=estimated
             )
         )
+
+    def under_way(self) -> tuple[int, int]:
+        """``(calls, tokens spent so far)`` of the calls under way (the provider's own
+        count, where it keeps one: the local model's prompt tokens read, tokens written)."""
+        meters = list(self._under_way.values())
+        return len(meters), sum(m.usage().total for m in meters)
+
+    async def probe(self) -> None:
+        """Return when the provider answers at all; ProviderUnavailable otherwise."""
+        await self._provider.probe()
 
     async def tokens_left(self, charge: Charge) -> int:
         """Completion tokens the next call under ``charge`` may use (0 when a budget is spent)."""

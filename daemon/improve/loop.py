@@ -2,8 +2,9 @@
 
 Each cycle takes an external patch if one is queued (``harnessctl propose``), otherwise asks
 the proposer model for one. Both go through the same stages. The loop waits while paused,
-while the policy disables it, and while a daemon-wide token window (hour, day, proposer)
-is spent, and says so in the event log each time it starts or stops waiting.
+while the policy disables it, while a daemon-wide token window (hour, day, proposer) is
+spent, and while a dependency is down (:mod:`daemon.evaluation.health`), and says so in
+the event log each time it starts or stops waiting.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.abc import TaskStatus
 
-from daemon.errors import BudgetExceeded, ProviderError, SandboxError
+from daemon.errors import BudgetExceeded, ProviderError, SandboxError, Unavailable, first_outage
 from daemon.evaluation.coverage import read_sources
+from daemon.evaluation.health import describe
 from daemon.evaluation.runtime import Runtime
 from daemon.gateway import ledger
 from daemon.gateway.ledger import Charge
@@ -28,6 +30,11 @@ from daemon.lineage import Lineage, Version
 from daemon.verdict import Verdict
 
 log = logging.getLogger("harnessd.loop")
+
+# How many times a candidate interrupted by outages is evaluated again before it is left
+# interrupted (an outage is not the candidate's fault, but a flapping engine must not
+# keep one candidate forever).
+MAX_REEVALUATIONS = 5
 
 
 @dataclass
@@ -89,8 +96,10 @@ class ImprovementLoop:
             why = await anyio.to_thread.run_sync(self._why_waiting, external)
             if why is not None:
                 if why != waiting_for:
-                    kind = "budget.paused" if why.startswith("token budget") else "loop.waiting"
-                    await self.rt.emit(kind, f"improvement loop waiting: {why}")
+                    await self.rt.emit(
+                        "budget.paused" if why.startswith("token budget") else "loop.waiting",
+                        f"improvement loop waiting: {why}",
+                    )
                     waiting_for = why
                 self.control.set_activity(f"waiting: {why}")
                 await self._sleep_or_poke(30.0)
@@ -102,16 +111,19 @@ class ImprovementLoop:
             await self._sleep_or_poke(self.rt.policy.get().loop.cycle_pause_s)
 
     async def cycle(self) -> Verdict | None:
-        """One candidate, start to verdict. Returns its verdict (None if none was made)."""
+        """One candidate, start to verdict. Returns its verdict (None if none was made).
+
+        An outage (engine or model gone) is waited out, not counted as a failure: the
+        proposal is asked for again, and an interrupted candidate is evaluated again from
+        a clean start, up to ``MAX_REEVALUATIONS`` times; after that it stays interrupted.
+        """
         cid = self.control.queue.pop(0) if self.control.queue else None
-        if cid is None:
-            self.control.cycles += 1
         try:
             if cid is None:
-                cid = await self._propose()
+                cid = await self._proposal()
             if cid is None:
                 return None
-            return await self.pipeline.run(cid)
+            return await self._evaluate(cid)
         except SandboxError as exc:
             await self.rt.emit("loop.error", f"sandbox unavailable: {exc}", level="error")
             await anyio.sleep(10)
@@ -120,6 +132,55 @@ class ImprovementLoop:
         finally:
             self.control.set_activity("")
         return None
+
+    async def _proposal(self) -> int | None:
+        """A proposed candidate's id (None if the proposal went nowhere). Each attempt
+        counts as a cycle, except one an outage cut short: that one is asked again."""
+        while True:
+            try:
+                cid = await self._propose()
+            except BaseException as exc:
+                outage = first_outage(exc)
+                if outage is None:
+                    self.control.cycles += 1
+                    raise
+            else:
+                self.control.cycles += 1
+                return cid
+            await self._wait_out(outage, "asking for a patch again")
+
+    async def _evaluate(self, cid: int) -> Verdict | None:
+        for attempt in range(1, MAX_REEVALUATIONS + 2):
+            if attempt > 1:
+                await self.rt.emit(
+                    "candidate.resumed",
+                    f"candidate c{cid}: evaluating again from a clean start (attempt {attempt})",
+                    candidate=cid, attempt=attempt,
+                )  # fmt: skip
+            try:
+                return await self.pipeline.run(cid)
+            except BaseException as exc:
+                outage = first_outage(exc)
+                if outage is None:
+                    raise
+            await self._wait_out(outage, f"candidate c{cid} is evaluated again")
+        await self.rt.emit(
+            "candidate.abandoned",
+            f"candidate c{cid} stays interrupted: outages interrupted its evaluation "
+            f"{MAX_REEVALUATIONS + 1} times",
+            level="warning", candidate=cid,
+        )  # fmt: skip
+        return None
+
+    async def _wait_out(self, outage: Unavailable, then: str) -> None:
+        """Wait until the dependency is back (the health monitor probes it, says so, and
+        reaps what a lost engine left before letting anyone resume)."""
+        state = await self.rt.health.report(outage)
+        since = time.strftime("%H:%M:%S", time.localtime(state.since))
+        self.control.set_activity(
+            f"waiting: {describe(state.dependency)} unavailable since {since}; then {then}"
+        )
+        await self.rt.health.wait_back(state.dependency)
 
     async def _record(
         self,

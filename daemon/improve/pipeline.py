@@ -19,6 +19,7 @@ from daemon.errors import LineageError
 from daemon.evaluation import results
 from daemon.evaluation.coverage import dead_added, read_sources
 from daemon.evaluation.evaluator import Subject, evaluate
+from daemon.evaluation.health import interruption
 from daemon.evaluation.report import EvalReport, TaskResult
 from daemon.evaluation.runtime import Runtime
 from daemon.improve import candidates
@@ -95,11 +96,11 @@ class Pipeline:
             verdict = await self._evaluate(candidate_id, parent, tree, cand.patch)
             await self._conclude(candidate_id, tree, verdict)
             return verdict
-        except BaseException:
+        except BaseException as exc:
             # Stopped mid-evaluation (daemon stop, engine gone): say so now rather than
-            # leaving it to the next start's reconcile.
+            # leaving it to the next start's reconcile. Nothing is concluded from it.
             with anyio.CancelScope(shield=True):
-                await self._interrupted(candidate_id)
+                await self._interrupted(candidate_id, interruption(exc))
             raise
         finally:
             with anyio.CancelScope(shield=True):
@@ -108,18 +109,20 @@ class Pipeline:
                 )
             self.activity("")
 
-    async def _interrupted(self, cid: int) -> None:
-        def mark() -> bool:
+    async def _interrupted(self, cid: int, reason: str) -> None:
+        def mark() -> str | None:
             cand = self.lineage.candidate(cid)
             if cand.state != "evaluating":
-                return False
+                return None
             self.lineage.set_candidate(cid, "interrupted", cand.stage)
-            return True
+            return cand.stage
 
-        if await anyio.to_thread.run_sync(mark):
+        stage = await anyio.to_thread.run_sync(mark)
+        if stage is not None:
             await self.rt.emit(
-                "candidate.interrupted", f"candidate c{cid} interrupted", candidate=cid
-            )
+                "candidate.interrupted", f"candidate c{cid} interrupted at {stage}: {reason}",
+                candidate=cid, stage=stage, reason=reason,
+            )  # fmt: skip
 
     async def _evaluate(self, cid: int, parent: Version, tree: Path, patch: str) -> Verdict:
         policy = self.rt.policy.get()
@@ -203,7 +206,7 @@ class Pipeline:
             await self.rt.emit(
                 "version.promoted",
                 f"candidate c{cid} accepted: {version.name} is live ({verdict.reason})",
-                candidate=cid, version=version.name,
+                candidate=cid, version=version.name, gates=verdict.deciding(),
             )  # fmt: skip
             return
         await anyio.to_thread.run_sync(
@@ -212,7 +215,7 @@ class Pipeline:
         await self.rt.emit(
             "candidate.rejected",
             f"candidate c{cid} rejected at {verdict.stage}: {verdict.reason}",
-            candidate=cid, stage=verdict.stage, failed=verdict.failed,
+            candidate=cid, stage=verdict.stage, failed=verdict.failed, gates=verdict.deciding(),
         )  # fmt: skip
 
 

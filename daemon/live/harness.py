@@ -13,8 +13,9 @@ from typing import Any
 
 import anyio
 
-from daemon.errors import BadRequest, NotAccepting
+from daemon.errors import BadRequest, NotAccepting, Unavailable
 from daemon.evaluation.evaluator import Subject, run_one
+from daemon.evaluation.health import ENGINE
 from daemon.evaluation.runtime import Runtime
 from daemon.lineage import Lineage, Version
 from daemon.live import requests
@@ -33,6 +34,7 @@ class LiveHarness:
         self._idle = anyio.Event()
         self._idle.set()
         self._limiter = anyio.CapacityLimiter(max(2, rt.policy.get().sandbox.concurrency))
+        self._scopes: set[anyio.CancelScope] = set()  # one per request in flight
 
     def _start(self, kind: str, task: Task) -> tuple[int, Version]:
         version = self.lineage.current()
@@ -44,42 +46,58 @@ class LiveHarness:
     async def serve(self, kind: str, task: Task, suite: Suite | None) -> dict[str, Any]:
         if not self.accepting:
             raise NotAccepting("harnessd is stopping; not taking requests")
+        model = self.rt.policy.get().models.primary
+        self.rt.health.check((ENGINE, model))  # an outage: refuse now, with its reason
         self.in_flight += 1
         self._idle = anyio.Event() if self.in_flight == 1 else self._idle
         try:
-            request_id, version = await anyio.to_thread.run_sync(self._start, kind, task)
-            subject = Subject(
-                self.lineage.path(version), "live", version_id=version.id, version=version.name
+            with anyio.CancelScope() as scope:
+                self._scopes.add(scope)
+                return await self._serve(kind, task, suite, model)
+            raise NotAccepting(
+                "harnessd stopped before this request finished (it waits only briefly for "
+                "requests in flight); send it again once harnessd is back"
             )
-            model = self.rt.policy.get().models.primary
-            try:
-                async with self._limiter:
-                    result, _ = await run_one(
-                        self.rt, subject, suite, task, model, f"live-{request_id}"
-                    )
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self._finish, request_id, "interrupted", {})
-                raise
-            answer = {
-                "request": request_id,
-                "version": version.name,
-                "task": task.id,
-                "output": result.output,
-                "claimed_success": result.claimed_success,
-                "passed": result.passed if suite is not None else None,
-                "error": result.error,
-                "detail": result.detail,
-                "tokens": result.tokens,
-                "wall_s": result.wall_s,
-            }
-            await anyio.to_thread.run_sync(self._finish, request_id, "done", answer)
-            self.served += 1
-            return answer
+        except Unavailable as exc:
+            await self.rt.health.report(exc)
+            raise
         finally:
+            self._scopes.discard(scope)
             self.in_flight -= 1
             if self.in_flight == 0:
                 self._idle.set()
+
+    async def _serve(
+        self, kind: str, task: Task, suite: Suite | None, model: str
+    ) -> dict[str, Any]:
+        request_id, version = await anyio.to_thread.run_sync(self._start, kind, task)
+        subject = Subject(
+            self.lineage.path(version), "live", version_id=version.id, version=version.name
+        )
+        try:
+            async with self._limiter:
+                result, _ = await run_one(
+                    self.rt, subject, suite, task, model, f"live-{request_id}"
+                )
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._finish, request_id, "interrupted", {})
+            raise
+        answer = {
+            "request": request_id,
+            "version": version.name,
+            "task": task.id,
+            "output": result.output,
+            "claimed_success": result.claimed_success,
+            "passed": result.passed if suite is not None else None,
+            "error": result.error,
+            "detail": result.detail,
+            "tokens": result.tokens,
+            "wall_s": result.wall_s,
+        }
+        await anyio.to_thread.run_sync(self._finish, request_id, "done", answer)
+        self.served += 1
+        return answer
 
     async def ask(self, text: str) -> dict[str, Any]:
         task = Task(
@@ -99,9 +117,15 @@ class LiveHarness:
         task = suite.task(task_id)  # UnknownTask
         return await self.serve("run", task, suite)
 
-    async def drain(self, grace_s: float) -> int:
-        """Stop taking requests and wait for those in flight; returns how many were left."""
+    async def drain(self, grace_s: float, cancel_s: float = 10.0) -> int:
+        """Stop taking requests and give those in flight ``grace_s`` to finish; cancel the
+        rest (each caller is told). Returns how many had to be cancelled."""
         self.accepting = False
         with anyio.move_on_after(grace_s):
             await self._idle.wait()
-        return self.in_flight
+        left = self.in_flight
+        for scope in list(self._scopes):
+            scope.cancel()
+        with anyio.move_on_after(cancel_s):
+            await self._idle.wait()
+        return left

@@ -28,7 +28,13 @@ from daemon.providers.base import (
     ToolCall,
     Usage,
 )
-from daemon.providers.http_errors import bad_response, status_error, transport_error
+from daemon.providers.http_errors import (
+    PROBE_TIMEOUT_S,
+    bad_response,
+    probe,
+    status_error,
+    transport_error,
+)
 
 STRUCTURED_TOOL = "harnessd_structured_output"
 _WRAP_KEY = "value"
@@ -164,6 +170,8 @@ class AnthropicProvider(EstimatesPromptTokens):
             max_retries=retry.max_retries,
             timeout=retry.timeout_s,
         )
+        # Where the server is, for messages (without any credentials a URL may carry).
+        self._base_url = str(self._client.base_url.copy_with(userinfo=b""))
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         system, turns = to_anthropic(request)
@@ -183,13 +191,29 @@ class AnthropicProvider(EstimatesPromptTokens):
         except anthropic.APIStatusError as exc:
             detail = exc.api_message or exc.message
             raise status_error(
-                self.ref, exc.status_code, detail, key_hint=self._key_hint, retries=self._retries
+                self.ref,
+                exc.status_code,
+                detail,
+                key_hint=self._key_hint,
+                retries=self._retries,
+                base_url=self._base_url,
             ) from None
         except anthropic.APIConnectionError as exc:
-            raise transport_error(self.ref, exc.message, retries=self._retries) from None
+            raise transport_error(
+                self.ref, exc.message, retries=self._retries, base_url=self._base_url
+            ) from None
         except anthropic.APIResponseValidationError as exc:
             raise bad_response(self.ref, exc.message) from None
         return from_anthropic(self.ref, message, wrapped)
+
+    async def probe(self) -> None:
+        """List the models once: any answer but 429/5xx means the server is back."""
+        client = self._client.with_options(max_retries=0, timeout=PROBE_TIMEOUT_S)
+        await probe(
+            self.ref, self._base_url, client.models.list,
+            status_error=anthropic.APIStatusError, connection_error=anthropic.APIConnectionError,
+            any_error=anthropic.APIError,
+        )  # fmt: skip
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -7,6 +7,9 @@ reports usage exactly as the provider returned it: harnessd never estimates toke
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -102,7 +105,13 @@ class Provider(Protocol):
     capabilities: Capabilities
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
-        """Answer one request. Raises ProviderError after the policy's retries are spent."""
+        """Answer one request. Raises ProviderError after the policy's retries are spent
+        (ProviderUnavailable when the provider cannot be reached or keeps failing)."""
+        ...
+
+    async def probe(self) -> None:
+        """Return when the provider answers at all, spending no tokens; raise
+        ProviderUnavailable when it does not. Tells the daemon an outage is over."""
         ...
 
     async def prompt_tokens(self, request: ChatRequest) -> int:
@@ -111,3 +120,45 @@ class Provider(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+@dataclass
+class CallMeter:
+    """What the call under way has spent so far, as far as its provider can tell.
+
+    A call cancelled before its response has no usage to charge; a provider that counts
+    its own work (the local one) keeps this up to date, so the tokens it spent on a
+    cancelled call are charged all the same. Hosted providers report nothing here: their
+    usage arrives with the response or not at all.
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    counted: bool = False  # the provider reports as it goes (so the figures are its own)
+
+    def usage(self) -> Usage:
+        return Usage(prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens)
+
+
+# Set by the caller around one ``Provider.chat``; anyio's worker threads run in a copy of
+# the caller's context, so a provider's thread sees (and updates) the same meter.
+_current_meter: ContextVar[CallMeter | None] = ContextVar("harnessd_call_meter", default=None)
+
+
+@contextmanager
+def metered_call() -> Iterator[CallMeter]:
+    """A fresh meter for the ``Provider.chat`` made inside this block."""
+    meter = CallMeter()
+    token = _current_meter.set(meter)
+    try:
+        yield meter
+    finally:
+        _current_meter.reset(token)
+
+
+def report_spent(prompt_tokens: int, completion_tokens: int) -> None:
+    """For providers: what the current call has spent so far (no-op outside a meter)."""
+    meter = _current_meter.get()
+    if meter is not None:
+        meter.prompt_tokens, meter.completion_tokens = prompt_tokens, completion_tokens
+        meter.counted = True

@@ -6,10 +6,14 @@ backoff (honouring ``retry-after``) before anything reaches this module.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from daemon.config.secrets import redact
-from daemon.errors import ProviderConfigError, ProviderError
+from daemon.errors import ProviderConfigError, ProviderError, ProviderUnavailable
 
 _DETAIL_LIMIT = 300
+# A probe asks once (no SDK retries), and not for long: the caller retries with backoff.
+PROBE_TIMEOUT_S = 10.0
 
 
 def clean_detail(text: object) -> str:
@@ -18,8 +22,21 @@ def clean_detail(text: object) -> str:
     return folded if len(folded) <= _DETAIL_LIMIT else folded[: _DETAIL_LIMIT - 3] + "..."
 
 
+def unreachable_fix(ref: str, base_url: str) -> str:
+    """What a person can do when ``ref``'s server does not answer."""
+    return (
+        f"check that the server at {base_url} is up and reachable (base_url in the settings' "
+        f"provider table); harnessd retries {ref} on its own"
+    )
+
+
+def is_outage_status(status: int) -> bool:
+    """Statuses that say "not now" (overloaded, rate-limited, failing), not "never"."""
+    return status in (408, 409, 429) or status >= 500
+
+
 def status_error(
-    ref: str, status: int, detail: str, *, key_hint: str, retries: int
+    ref: str, status: int, detail: str, *, key_hint: str, retries: int, base_url: str
 ) -> ProviderError:
     """The error for an HTTP ``status`` the SDK gave up on."""
     shown = f"HTTP {status}: {clean_detail(detail)}"
@@ -32,11 +49,11 @@ def status_error(
             f"{ref}: the provider does not know this model or endpoint ({shown}); check the "
             "model name in the policy and the provider's base_url in the settings"
         )
-    if status in (408, 409, 429) or status >= 500:
-        return ProviderError(
+    if is_outage_status(status):
+        return ProviderUnavailable(
             f"{ref}: provider unavailable after {retries} retries ({shown})",
-            kind="unavailable",
-            retryable=True,
+            ref=ref,
+            fix=unreachable_fix(ref, base_url),
         )
     if status in (400, 413, 422):
         return ProviderError(
@@ -45,14 +62,46 @@ def status_error(
     return ProviderError(f"{ref}: provider error ({shown})", kind="provider")
 
 
-def transport_error(ref: str, detail: str, *, retries: int) -> ProviderError:
+def transport_error(ref: str, detail: str, *, retries: int, base_url: str) -> ProviderError:
     """The error for a connection failure or timeout that survived every retry."""
-    return ProviderError(
+    return ProviderUnavailable(
         f"{ref}: provider unreachable after {retries} retries ({clean_detail(detail)})",
-        kind="unavailable",
-        retryable=True,
+        ref=ref,
+        fix=unreachable_fix(ref, base_url),
     )
 
 
 def bad_response(ref: str, what: str) -> ProviderError:
     return ProviderError(f"{ref}: unusable provider response: {what}", kind="bad_response")
+
+
+async def probe(
+    ref: str,
+    base_url: str,
+    ask: Callable[[], Awaitable[object]],
+    *,
+    status_error: type[Exception],
+    connection_error: type[Exception],
+    any_error: type[Exception],
+) -> None:
+    """Ask once (``ask``: a model listing, no retries): any answer but 429/5xx means the
+    server is back; otherwise ProviderUnavailable. The error types are the SDK's own:
+    HTTP status, connection (and timeout), and their common base."""
+    try:
+        await ask()
+    except status_error as exc:
+        status = int(getattr(exc, "status_code", 500))
+        if is_outage_status(status):
+            raise _probe_failure(ref, f"HTTP {status}", base_url) from None
+    except connection_error as exc:
+        raise _probe_failure(ref, str(getattr(exc, "message", exc)), base_url) from None
+    except any_error:
+        pass  # it answered, with something this SDK did not expect: it is there
+
+
+def _probe_failure(ref: str, detail: str, base_url: str) -> ProviderUnavailable:
+    return ProviderUnavailable(
+        f"{ref}: provider still unavailable ({clean_detail(detail)})",
+        ref=ref,
+        fix=unreachable_fix(ref, base_url),
+    )

@@ -27,7 +27,13 @@ from daemon.providers.base import (
     ToolCall,
     Usage,
 )
-from daemon.providers.http_errors import bad_response, status_error, transport_error
+from daemon.providers.http_errors import (
+    PROBE_TIMEOUT_S,
+    bad_response,
+    probe,
+    status_error,
+    transport_error,
+)
 
 RAW_ARGUMENTS_KEY = "_raw"
 
@@ -141,6 +147,8 @@ class OpenAIProvider(EstimatesPromptTokens):
             max_retries=retry.max_retries,
             timeout=retry.timeout_s,
         )
+        # Where the server is, for messages (without any credentials a URL may carry).
+        self._base_url = str(self._client.base_url.copy_with(userinfo=b""))
         self._official = self._client.base_url.host.endswith("openai.com")
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
@@ -154,12 +162,24 @@ class OpenAIProvider(EstimatesPromptTokens):
                 exc.message,
                 key_hint=self._key_hint,
                 retries=self._retries,
+                base_url=self._base_url,
             ) from None
         except openai.APIConnectionError as exc:
-            raise transport_error(self.ref, exc.message, retries=self._retries) from None
+            raise transport_error(
+                self.ref, exc.message, retries=self._retries, base_url=self._base_url
+            ) from None
         except openai.APIResponseValidationError as exc:
             raise bad_response(self.ref, exc.message) from None
         return from_openai(self.ref, completion)
+
+    async def probe(self) -> None:
+        """List the models once: any answer but 429/5xx means the server is back."""
+        client = self._client.with_options(max_retries=0, timeout=PROBE_TIMEOUT_S)
+        await probe(
+            self.ref, self._base_url, client.models.list,
+            status_error=openai.APIStatusError, connection_error=openai.APIConnectionError,
+            any_error=openai.APIError,
+        )  # fmt: skip
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -51,7 +51,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from daemon.config.validation import read_toml, validate_model
-from daemon.errors import ConfigError, ProviderConfigError, ProviderError
+from daemon.errors import ConfigError, ProviderConfigError, ProviderError, ProviderUnavailable
 from daemon.providers.base import (
     Capabilities,
     ChatRequest,
@@ -197,11 +197,12 @@ class ScriptedProvider(EstimatesPromptTokens):
         reply = self._next_reply(request)
         serial = self._served
         self._served += 1
+        if reply.error is not None and reply.error_kind == "unavailable":
+            raise ProviderUnavailable(f"{self.ref}: scripted error: {reply.error}", ref=self.ref)
         if reply.error is not None:
             raise ProviderError(
                 f"{self.ref}: scripted error: {reply.error}",
                 kind=reply.error_kind,
-                retryable=reply.error_kind == "unavailable",
             )
         calls = [
             ToolCall(id=c.id or f"call_{serial}_{i}", name=c.name, arguments=c.arguments)
@@ -227,6 +228,9 @@ class ScriptedProvider(EstimatesPromptTokens):
             model=self.ref,
             finish_reason=finish,
         )
+
+    async def probe(self) -> None:
+        """Always answers: the replies are in a file."""
 
     async def aclose(self) -> None:
         """Nothing to close."""

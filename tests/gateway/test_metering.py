@@ -16,7 +16,14 @@ from daemon.gateway.budget import BudgetGuard
 from daemon.gateway.ledger import Charge
 from daemon.gateway.metering import MeteredModel
 from daemon.providers import make_provider
-from daemon.providers.base import ChatRequest, Message, estimated_prompt_tokens
+from daemon.providers.base import (
+    Capabilities,
+    ChatRequest,
+    ChatResponse,
+    Message,
+    estimated_prompt_tokens,
+    report_spent,
+)
 from daemon.store import Store
 
 pytestmark = [pytest.mark.anyio, pytest.mark.unit]
@@ -175,3 +182,41 @@ async def test_tokens_left_and_charge_checks(
     assert await model.tokens_left(_charge(model)) == 45
     with pytest.raises(ValueError, match="charge names model"):
         await model.chat(_lying_request(2), Charge("openai:other", "solve"))
+
+
+class _CutOff:
+    """A provider that spends as it works (as the local one does) and never finishes."""
+
+    ref = "scripted:cut-off"
+    capabilities = Capabilities()
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        report_spent(300, 0)
+        self.started.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def probe(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_cancelled_call_is_charged_what_it_spent(
+    store: Store, policies: Policies, clock: Clock
+) -> None:
+    provider = _CutOff()
+    model = MeteredModel(provider, store, BudgetGuard(store, policies, clock=clock))
+    charge = Charge(provider.ref, "propose", run_id="prop-1")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(model.chat, _lying_request(0), charge)
+        await provider.started.wait()
+        assert model.under_way() == (1, 300)  # what status shows while it runs
+        tg.cancel_scope.cancel()
+    assert model.under_way() == (0, 0)
+    rows = store.query("SELECT purpose, prompt_tokens, completion_tokens FROM ledger")
+    assert [tuple(r) for r in rows] == [("propose", 300, 0)]

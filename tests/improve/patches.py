@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from tests.improve.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
+
 IMPROVE = """Rationale: say which mode we want, and only claim success when we produced calls.
 
 harness.py
@@ -109,3 +113,25 @@ def proposer_script(proposals: list[str]) -> str:
     for text in proposals:
         out += ["[[replies]]", f"content = {json.dumps(text)}", ""]
     return "\n".join(out)
+
+
+def climbing_policy(tmp: Path, cache_dir: Path, *, then: str | None = None) -> str:
+    """A policy whose scripted proposer walks the seed up three accuracy levels (25, 50 and
+    75 % of the tasks), so candidates keep coming, some promoted, some rejected (crash and
+    outage tests). After the climb: junk and the climb again, round and round (all but the
+    first rejected at the static stage), or ``then`` over and over."""
+    n = max(DEV, HELDOUT)
+    levels = {"L1": lambda i: i % 4 == 0, "L2": lambda i: i % 2 == 0, "L3": lambda i: i % 4 != 3}
+    solver = tmp / "solver.toml"
+    solver.write_text(solver_script(cache_dir, {k: positions(n, f) for k, f in levels.items()}))
+    proposer = tmp / "proposer.toml"
+    steps = mode_steps("L1", "L2", "L3")
+    if then is None:
+        script = proposer_script([*steps, "junk"])
+        script = script.replace('after_last = "repeat_last"', 'after_last = "cycle"')
+    else:
+        script = proposer_script([*steps, then])
+    proposer.write_text(script)
+    return policy_text(solver, solver, proposer, cycles=0).replace(
+        f'panel = ["scripted:{solver}"]', "panel = []"
+    )

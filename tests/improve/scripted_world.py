@@ -110,3 +110,18 @@ dev_max_regression = 1.0
 cycle_pause_s = 0.0
 max_cycles = {cycles}
 """
+
+
+def proposer_policy(tmp: Path, cache_dir: Path, proposer: str, *, cycles: int = 1) -> str:
+    """One scripted solver (half the tasks right with ``MODE:GOOD``, no panel) and the
+    proposer model ``proposer``: for tests about the proposer's calls."""
+    n = max(DEV, HELDOUT)
+    solver = tmp / "solver.toml"
+    solver.write_text(solver_script(cache_dir, {"GOOD": positions(n, lambda i: i % 2 == 0)}))
+    policy = (
+        policy_text(solver, solver, solver, cycles=cycles)
+        .replace(f'panel = ["scripted:{solver}"]', "panel = []")
+        .replace(f'[proposer]\nmodel = "scripted:{solver}"', f'[proposer]\nmodel = "{proposer}"')
+    )
+    assert f'model = "{proposer}"' in policy
+    return policy

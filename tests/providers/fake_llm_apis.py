@@ -40,6 +40,7 @@ class FakeAPI:
         self.received: list[Received] = []
         self._lock = threading.Lock()
         self.url = ""
+        self.models_status = 200  # what a model listing (GET) answers
 
     def next_reply(self, request: Received) -> Reply:
         with self._lock:
@@ -71,16 +72,30 @@ def _handler(api: FakeAPI) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a timeout test)
 
+        def do_GET(self) -> None:
+            # Model listings (what the daemon's probe of a provider asks for).
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            api.received.append(Received("GET", self.path, headers, None))
+            payload = json.dumps({"object": "list", "data": MODELS}).encode()
+            self.send_response(api.models_status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
     return Handler
 
 
+MODELS = [{"id": "gpt-test", "object": "model", "created": 0, "owned_by": "test"}]
+
+
 @contextmanager
-def serve(replies: list[Reply]) -> Iterator[FakeAPI]:
+def serve(replies: list[Reply], port: int = 0) -> Iterator[FakeAPI]:
     api = FakeAPI(replies)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(api))
+    server = ThreadingHTTPServer(("127.0.0.1", port), _handler(api))
     server.daemon_threads = True
     api.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})

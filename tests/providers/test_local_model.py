@@ -11,8 +11,16 @@ from provider_helpers import MakeSettings
 
 from daemon.config.policy import RetryPolicy
 from daemon.providers import make_provider
-from daemon.providers.base import ChatRequest, ChatResponse, Message, Provider, ToolSpec
-from daemon.providers.local_llama import LocalProvider
+from daemon.providers.base import (
+    CallMeter,
+    ChatRequest,
+    ChatResponse,
+    Message,
+    Provider,
+    ToolSpec,
+    metered_call,
+)
+from daemon.providers.local_llama import PREFILL_CHUNK, LocalProvider
 
 pytestmark = [pytest.mark.anyio, pytest.mark.model]
 
@@ -114,3 +122,35 @@ async def test_cancelled_call_frees_the_model(local: Provider) -> None:
     with anyio.fail_after(120):
         response = await _triangle(local)
     assert response.tool_calls
+
+
+async def test_a_call_cancelled_while_reading_a_long_prompt_stops_and_is_charged(
+    local: Provider,
+) -> None:
+    """Prompt processing used to be one uninterruptible llama.cpp evaluation (~74 s for
+    2700 tokens on a busy 2-core machine); now it stops at the next chunk."""
+    assert isinstance(local, LocalProvider)
+    words = " ".join(f"word{i}" for i in range(300))  # ~1200 tokens
+    long = ChatRequest(messages=[Message(role="user", content="Sum up: " + words)], max_tokens=8)
+    meter: list[CallMeter] = []
+
+    async def call() -> None:
+        with metered_call() as m:
+            meter.append(m)
+            await local.chat(long)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        with anyio.fail_after(120):  # cancel once the prompt is being read
+            while not meter or meter[0].prompt_tokens < PREFILL_CHUNK:  # noqa: ASYNC110 (a thread sets it)
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    spent = meter[0].usage()
+    assert PREFILL_CHUNK <= spent.prompt_tokens < 1000 and spent.completion_tokens == 0
+    # The model is consistent afterwards: the same prompt, read from where it stopped, and
+    # then the usual call, both answer.
+    with anyio.fail_after(300):
+        again = await local.chat(long)
+    assert again.usage.prompt_tokens > 1000
+    with anyio.fail_after(120):
+        assert (await _triangle(local)).tool_calls

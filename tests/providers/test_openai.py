@@ -11,7 +11,7 @@ from fake_llm_apis import Reply, openai_completion, openai_error, openai_tool_ca
 from provider_helpers import KEY_ENV, MakeSettings
 
 from daemon.config.policy import RetryPolicy
-from daemon.errors import ProviderConfigError, ProviderError
+from daemon.errors import ProviderConfigError, ProviderError, ProviderUnavailable
 from daemon.providers import make_provider
 from daemon.providers.base import ChatRequest, ChatResponse, Message, ToolCall, ToolSpec
 from daemon.providers.openai_chat import RAW_ARGUMENTS_KEY
@@ -241,3 +241,28 @@ async def test_404_unknown_model_is_a_configuration_error(
         await _chat(
             make_settings, api.url, ChatRequest(messages=[Message(role="user", content="Hi")])
         )
+
+
+async def test_probe_says_whether_the_server_answers(
+    make_settings: MakeSettings, api_key: str
+) -> None:
+    with serve([_ok()]) as api:
+        provider = make_provider("openai:gpt-test", make_settings(openai_url=api.url + "/v1"), FAST)
+        try:
+            await provider.probe()  # up: returns
+            api.models_status = 503
+            with pytest.raises(ProviderUnavailable):
+                await provider.probe()
+            api.models_status = 404  # a server without model listings still answers
+            await provider.probe()
+        finally:
+            await provider.aclose()
+    assert [r.method for r in api.received] == ["GET"] * 3  # one request each: no retries
+    assert not any(r.method == "POST" for r in api.received)  # no tokens spent
+    gone = make_provider("openai:gpt-test", make_settings(openai_url=api.url + "/v1"), FAST)
+    try:
+        with pytest.raises(ProviderUnavailable) as caught:
+            await gone.probe()  # the server is gone: refused
+    finally:
+        await gone.aclose()
+    assert caught.value.dependency == "openai:gpt-test" and api.url in caught.value.fix
