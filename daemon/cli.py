@@ -51,12 +51,13 @@ def _one_of(group: BaseExceptionGroup[BaseException]) -> BaseException:
     )
 
 
-def _exit_now_if_threads_linger(grace_s: float = 5.0) -> None:
+def _exit_now_if_threads_linger(grace_s: float = 1.0) -> None:
     """After an orderly stop (containers reaped, state closed), make sure the process ends.
 
     A worker thread still blocked in a library call (the docker SDK reading a connection the
-    engine never closed, say) would otherwise keep a stopped daemon alive forever, since the
-    interpreter joins such threads at exit. Say which ones in the log, then leave anyway.
+    engine never closed, say, or a local model call left to finish its prompt chunk) would
+    otherwise keep a stopped daemon alive, since the interpreter joins such threads at exit.
+    Idle workers end at once; say which others are busy in the log, then leave anyway.
     """
     import logging
     import os

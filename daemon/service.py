@@ -40,7 +40,7 @@ log = logging.getLogger("harnessd.service")
 
 # How long a stop waits for live requests before cancelling them (and telling their
 # callers): short, because a stop must be prompt even while a slow local model answers.
-DRAIN_GRACE_S = 1.5
+DRAIN_GRACE_S = 0.5
 # How long it then waits for replies already on their way to reach their clients.
 REPLY_GRACE_S = 1.0
 

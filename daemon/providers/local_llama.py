@@ -19,8 +19,9 @@ BFCL's informal type names (``dict``, ``float``, ``tuple``, ``any``) are read as
 JSON-schema meaning first. Greedy decoding (temperature 0) with the configured seed is
 deterministic. Usage is llama.cpp's own token count of the prompt and the completion.
 A cancelled call stops at the next generated token, or at the next chunk of the prompt
-while the prompt is being read; what it spent until then is still charged. The prompt is
-built with the GGUF's own chat template (ChatML when the file has none).
+while the prompt is being read; what it spent until then is still charged. The caller
+waits for that at most ``CANCEL_WAIT_S``. The prompt is built with the GGUF's own chat
+template (ChatML when the file has none).
 """
 
 from __future__ import annotations
@@ -69,6 +70,10 @@ _LOCK_POLL_S = 0.05
 # model on a busy 2-core machine, 2300 tokens into a prompt: 0.4-0.6 s per 32-token chunk
 # (0.8-1.0 s per 64) at 52-78 tokens/s, within noise of one 2300-token evaluation (75/s).
 PREFILL_CHUNK = 32
+# How long a cancelled call waits for its thread to reach that check before it leaves it
+# behind (the thread still stops there, and frees the model; the tokens of the chunk it
+# was reading are then the only ones not charged).
+CANCEL_WAIT_S = 0.5
 
 
 @dataclass
@@ -256,7 +261,18 @@ class LocalProvider:
         )
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
-        return await anyio.to_thread.run_sync(self._chat_blocking, request, limiter=self._turn)
+        ended = threading.Event()
+        try:
+            return await anyio.to_thread.run_sync(
+                self._chat_blocking, request, ended, limiter=self._turn, abandon_on_cancel=True
+            )
+        except anyio.get_cancelled_exc_class():
+            # The thread stops at its next prompt chunk or token. Wait for that a moment, so
+            # what it spent is metered exactly and the model is free, but no longer: one
+            # chunk can take seconds on a busy machine, and a stop must not wait on it.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(ended.wait, CANCEL_WAIT_S)
+            raise
 
     async def prompt_tokens(self, request: ChatRequest) -> int:
         """Exact: the request rendered with the model's chat template, tokenized."""
@@ -268,17 +284,20 @@ class LocalProvider:
         prompt_text = model.formatter(messages=messages).prompt
         return len(model.llama.tokenize(prompt_text.encode("utf-8"), add_bos=False, special=True))
 
-    def _chat_blocking(self, request: ChatRequest) -> ChatResponse:
-        model = _open_model(self._model_path(), self._cfg)
-        grammar = grammar_for(reply_schema(request, self.ref), self.ref, model.llama)
-        messages: Any = to_chat_messages(request)  # the library's TypedDicts, structurally
-        prompt_text = model.formatter(messages=messages).prompt
-        while not model.lock.acquire(timeout=_LOCK_POLL_S):
-            anyio.from_thread.check_cancelled()
+    def _chat_blocking(self, request: ChatRequest, ended: threading.Event) -> ChatResponse:
         try:
-            return self._generate(model, request, prompt_text, grammar)
+            model = _open_model(self._model_path(), self._cfg)
+            grammar = grammar_for(reply_schema(request, self.ref), self.ref, model.llama)
+            messages: Any = to_chat_messages(request)  # the library's TypedDicts, structurally
+            prompt_text = model.formatter(messages=messages).prompt
+            while not model.lock.acquire(timeout=_LOCK_POLL_S):
+                anyio.from_thread.check_cancelled()
+            try:
+                return self._generate(model, request, prompt_text, grammar)
+            finally:
+                model.lock.release()
         finally:
-            model.lock.release()
+            ended.set()
 
     def _generate(
         self, model: _Model, request: ChatRequest, prompt_text: str, grammar: LlamaGrammar | None

@@ -150,3 +150,36 @@ def test_three_engine_restarts_during_cycles(tmp_path: Path, asset_cache: Path) 
         assert runs, f"c{cid} promoted without a complete held-out run after {cut}"
     assert db.execute("SELECT COUNT(*) FROM evaluations WHERE state = 'running'").fetchone()[0] == 0
     db.close()
+
+
+@pytest.mark.timeout(900)
+def test_a_stop_while_the_engine_is_down_is_orderly(tmp_path: Path, asset_cache: Path) -> None:
+    """The exit-time reap cannot reach the engine: that is logged, not raised over the
+    stop; the next start, with the engine back, removes what was left."""
+    policy = climbing_policy(tmp_path, asset_cache, then=mode_step("L3", "L2"))
+    with private_engine() as engine:
+        env = {"DOCKER_HOST": engine.host}
+        daemon = start_daemon(tmp_path, asset_cache, policy, env=env)
+        instance = instance_id(daemon.state_dir)
+        try:
+            _poll(daemon, lambda s: bool(s["progress"]), 300, "an evaluation under way")
+            engine.stop()
+            _poll(daemon, _engine_down, 120, "the outage in status")
+            r = ctl(daemon, "stop")
+            assert r.returncode == 0 and "stopped" in r.stdout, (r.stdout, r.stderr)
+            assert daemon.proc.wait(60) == 0
+        finally:
+            if daemon.proc.poll() is None:
+                daemon.proc.kill()
+        log = daemon.log.read_text()
+        assert "Traceback" not in log
+        assert "could not remove this instance's containers at exit" in log
+        engine.start()
+        stopped_at = time.time()
+        # The same state dir, so the same instance: its start-up reaps the leftovers.
+        again = start_daemon(tmp_path, asset_cache, policy, env=env)
+        assert again.stop() == 0
+        client = engine.client()
+        mine = client.api.containers(all=True, filters={"label": f"{INSTANCE}={instance}"})
+        client.close()
+        assert not [c for c in mine if c["Created"] < stopped_at]

@@ -12,11 +12,14 @@ failure means the stop path waits on the model again, not a slow machine.
 from __future__ import annotations
 
 import shutil
+import signal
 import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from daemon.control.protocol import ControlError
 from tests.control.test_harnessctl import ctl
@@ -41,10 +44,14 @@ def _wait_for_call(daemon: RunningDaemon, *, tokens: int) -> dict[str, Any]:
     raise AssertionError(f"no local model call under way:\n{daemon.log.read_text()[-3000:]}")
 
 
-def _stop_and_time(daemon: RunningDaemon) -> float:
+def _stop_and_time(daemon: RunningDaemon, how: str = "harnessctl") -> float:
+    """Seconds from asking the daemon to stop until its process is gone."""
     started = time.monotonic()
-    r = ctl(daemon, "stop")
-    assert r.returncode == 0 and "stopped" in r.stdout, (r.stdout, r.stderr)
+    if how == "SIGTERM":
+        daemon.proc.send_signal(signal.SIGTERM)
+    else:
+        r = ctl(daemon, "stop")
+        assert r.returncode == 0 and "stopped" in r.stdout, (r.stdout, r.stderr)
     assert daemon.proc.wait(60) == 0
     return time.monotonic() - started
 
@@ -59,7 +66,10 @@ def _ledger(daemon: RunningDaemon, purpose: str) -> list[tuple[str, int, int]]:
     return [(str(r), int(p), int(c)) for r, p, c in rows]
 
 
-def test_stop_during_a_live_ask_on_the_local_model(tmp_path: Path, asset_cache: Path) -> None:
+@pytest.mark.parametrize("how", ["harnessctl", "SIGTERM"])
+def test_stop_during_a_live_ask_on_the_local_model(
+    tmp_path: Path, asset_cache: Path, how: str
+) -> None:
     policy = f'[models]\nprimary = "{LOCAL}"\n[loop]\nenabled = false\n'
     daemon = start_daemon(tmp_path, asset_cache, policy)
     replies: list[BaseException | dict[str, Any]] = []
@@ -75,7 +85,7 @@ def test_stop_during_a_live_ask_on_the_local_model(tmp_path: Path, asset_cache: 
     asker.start()
     try:
         _wait_for_call(daemon, tokens=1)
-        took = _stop_and_time(daemon)
+        took = _stop_and_time(daemon, how)
     finally:
         if daemon.proc.poll() is None:
             daemon.proc.kill()
