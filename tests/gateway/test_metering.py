@@ -199,6 +199,9 @@ class _CutOff:
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
 
+    async def prompt_tokens(self, request: ChatRequest) -> int:
+        return 300
+
     async def probe(self) -> None:
         pass
 
@@ -206,7 +209,7 @@ class _CutOff:
         pass
 
 
-async def test_a_cancelled_call_is_charged_what_it_spent(
+async def test_a_cancelled_call_is_charged_what_its_provider_counted(
     store: Store, policies: Policies, clock: Clock
 ) -> None:
     provider = _CutOff()
@@ -218,5 +221,6 @@ async def test_a_cancelled_call_is_charged_what_it_spent(
         assert model.under_way() == (1, 300)  # what status shows while it runs
         tg.cancel_scope.cancel()
     assert model.under_way() == (0, 0)
-    rows = store.query("SELECT purpose, prompt_tokens, completion_tokens FROM ledger")
-    assert [tuple(r) for r in rows] == [("propose", 300, 0)]
+    rows = store.query("SELECT purpose, prompt_tokens, completion_tokens, estimated FROM ledger")
+    # Its own count, not the reservation (300 + the request's max_tokens) as an estimate.
+    assert [tuple(r) for r in rows] == [("propose", 300, 0, 0)]
