@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import sqlite3
 import time
 from collections.abc import Callable
@@ -64,6 +65,13 @@ def _verdicts_since(daemon: RunningDaemon, since: float) -> int:
     return sum(1 for ts, kind, _ in _events(daemon) if kind in kinds and ts > since)
 
 
+def _candidate_evaluating(status: Status) -> bool:
+    """A candidate's evaluation (label ``c<id> ...``) under way, not a baseline's."""
+    return any(
+        re.match(r"c\d+ ", p["label"]) and p["done"] < p["total"] for p in status["progress"]
+    )
+
+
 def _engine_down(status: Status) -> bool:
     return any(o["dependency"] == "engine" for o in status["outages"])
 
@@ -78,9 +86,15 @@ def test_three_engine_restarts_during_cycles(tmp_path: Path, asset_cache: Path) 
         instance = instance_id(daemon.state_dir)
         client = engine.client()
         try:
-            for _ in range(ROUNDS):
-                _poll(daemon, lambda s: bool(s["progress"]), 300, "an evaluation under way")
-                time.sleep(rng.uniform(0.0, 8.0))  # a random moment of it, not a wait
+            for round_ in range(ROUNDS):
+                # The first outage hits whatever evaluation runs (a baseline, mostly), the
+                # others a candidate's: baselines come first and often, and a run whose
+                # outages all hit baselines would not test a candidate evaluated again.
+                if round_ == 0:
+                    _poll(daemon, lambda s: bool(s["progress"]), 300, "an evaluation under way")
+                else:
+                    _poll(daemon, _candidate_evaluating, 600, "a candidate's evaluation")
+                time.sleep(rng.uniform(0.0, 3.0))  # a random moment of it, not a wait
                 engine.stop()
                 stopped_at = time.time()
                 down = _poll(daemon, _engine_down, 120, "the outage in status")
@@ -134,7 +148,7 @@ def test_three_engine_restarts_during_cycles(tmp_path: Path, asset_cache: Path) 
                 k == "candidate.resumed" and d["candidate"] == cid and t > ts for t, k, d in events
             )
             assert again or states[cid] == "interrupted", (cid, states[cid])
-    assert any(k == "candidate.resumed" for k in kinds), "no outage hit a candidate"
+    assert any(k == "candidate.resumed" for k in kinds), f"no outage hit a candidate: {kinds}"
     # Nothing promoted from a half-finished evaluation: each promoted candidate has a
     # finished held-out run that began after its last interruption.
     for cid in [c for c, s in states.items() if s == "accepted"]:

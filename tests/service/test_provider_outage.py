@@ -12,6 +12,8 @@ import sqlite3
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.control.test_harnessctl import ctl
 from tests.daemon_process import start_daemon
 from tests.improve.patches import IMPROVE
@@ -28,6 +30,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.timeout(900)  # a full candidate evaluation after the outage, on a busy machine
 def test_a_proposer_server_down_for_a_while_is_waited_out(
     tmp_path: Path, asset_cache: Path
 ) -> None:
