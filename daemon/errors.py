@@ -116,6 +116,21 @@ class NotAccepting(HarnessdError):
     """The daemon is stopping and takes no new requests."""
 
 
+class ClusterUnavailable(SandboxError, Unavailable):
+    """The Ray cluster cannot run units: its head is gone, or no node offers sandbox
+    capacity, or a unit was lost twice. Work is not done wrong, only not done."""
+
+    dependency = "cluster"
+
+    def __init__(self, message: str, *, fix: str = "") -> None:
+        super().__init__(message)
+        self.fix = fix or (
+            "check that the Ray cluster at the configured address ([executor] address or "
+            "RAY_ADDRESS) is up and that its worker nodes were started with "
+            "--resources='{\"harnessd_sandbox\": N}'"
+        )
+
+
 def leaves(exc: BaseException) -> Iterator[BaseException]:
     """The exceptions inside ``exc``, exception groups (task groups) opened at any depth."""
     if isinstance(exc, BaseExceptionGroup):

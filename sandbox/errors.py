@@ -22,3 +22,8 @@ class ImageUnavailable(SandboxFailure):
 
 class ContainerFailure(SandboxFailure):
     """The engine refused or failed an operation on a container (not the harness's fault)."""
+
+
+class GatewayUnreachable(SandboxFailure):
+    """A remote unit's node could not reach the daemon's gateway, or was turned away (the
+    daemon no longer wants the run: it ended, or was cancelled)."""

@@ -58,6 +58,18 @@ class LocalSettings(_Closed):
     seed: int = 0
 
 
+class ExecutorSettings(_Closed):
+    """Where evaluation units run: here (``local``) or on a Ray cluster (``ray``)."""
+
+    type: Literal["local", "ray"] = "local"
+    # The head of an existing Ray cluster, "host:port". None: Ray's own RAY_ADDRESS.
+    address: str | None = None
+    # The address the cluster's nodes reach this daemon's gateway on (it listens there).
+    # None: this machine's address as Ray sees it.
+    gateway_host: str | None = None
+    gateway_port: Annotated[int, Field(ge=0, le=65535)] = 0  # 0: any free port
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -78,6 +90,7 @@ class Settings(BaseSettings):
     anthropic: AnthropicSettings = AnthropicSettings()
     openai: OpenAISettings = OpenAISettings()
     local: LocalSettings = LocalSettings()
+    executor: ExecutorSettings = ExecutorSettings()
 
     @classmethod
     def settings_customise_sources(

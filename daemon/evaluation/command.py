@@ -31,6 +31,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, help="only the first N tasks of the split")
     p.add_argument("--model", help="provider:model (default: the policy's primary model)")
     p.add_argument("--policy", type=Path, help="policy file (default: the configured one)")
+    p.add_argument(
+        "--executor", choices=["local", "ray"],
+        help="where units run: this machine or the Ray cluster of [executor] address or "
+        "RAY_ADDRESS (default: the [executor] type setting)",
+    )  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the full report as JSON")
 
 
@@ -72,7 +77,9 @@ async def _evaluate(
     store = Store(state / "state.db")
     instance = eval_instance(instance_id(state))
     try:
-        async with open_runtime(loaded, holder, store, instance=instance) as rt:
+        async with open_runtime(
+            loaded, holder, store, instance=instance, executor=args.executor
+        ) as rt:
             splits = rt.splits()
             ids = splits.dev if args.split == "dev" else splits.heldout
             if args.limit:

@@ -30,6 +30,7 @@ from daemon.errors import HarnessdError, ProviderUnavailable, first_outage, leav
 from daemon.evaluation import results as results_table
 from daemon.evaluation.coverage import coverage_summary, merge_coverage, read_sources
 from daemon.evaluation.health import engine_watch, require_engine
+from daemon.evaluation.executor import Executor
 from daemon.evaluation.report import (
     CoverageReport,
     EvalReport,
@@ -38,7 +39,7 @@ from daemon.evaluation.report import (
     truncate_output,
 )
 from daemon.evaluation.runtime import Runtime
-from daemon.evaluation.taskrun import TaskRun, run_task
+from daemon.evaluation.taskrun import TaskRun
 from daemon.gateway import ledger
 from daemon.gateway.ledger import Charge
 from daemon.gateway.metering import MeteredModel
@@ -144,11 +145,13 @@ async def run_one(
     *,
     purpose: Purpose = "solve",
     keep_transcript: bool = False,
+    executor: Executor | None = None,
 ) -> tuple[TaskResult, TaskRun]:
     """Solve and verify one task; harness failures come back as results, not exceptions.
 
     With ``suite`` None (a free-text question) there is nothing to verify: ``passed`` is
-    False and the caller should not report it.
+    False and the caller should not report it. ``executor``: where the unit runs (default:
+    this machine); the verdict is computed here either way.
     """
     charge = Charge(
         model=model, purpose=purpose, run_id=run_id, task_id=task.id,
@@ -156,14 +159,12 @@ async def run_one(
     )  # fmt: skip
     handler = SolveHandler(rt.model(model), charge)
     async with engine_watch(rt.engine):
-        run = await run_task(
-            rt.engine,
+        run = await (executor or rt.local).run(
             image=rt.image,
             harness_dir=subject.harness_dir,
             task=blind(task, run_id),
             handler=handler,
             limits=rt.limits(),
-            runs_dir=rt.runs_dir,
             labels=rt.labels(subject=subject.label),
         )
         if handler.outage is not None:
@@ -191,6 +192,7 @@ async def run_one(
         error=run.error,
         detail=detail,
         transcript=run.gateway.transcript if keep_transcript else [],
+        requeues=run.requeues,
     )
     return result, run
 
@@ -220,7 +222,7 @@ async def evaluate(
     )  # fmt: skip
     results: dict[str, TaskResult] = {}
     coverages: list[dict[str, list[int]]] = []
-    limiter = anyio.CapacityLimiter(rt.policy.get().sandbox.concurrency)
+    limiter = anyio.CapacityLimiter(rt.executor.capacity(rt.policy.get().sandbox.concurrency))
     label = f"{subject.label} {split} {model}"
 
     async def one(task_id: str, scope: anyio.CancelScope) -> None:
@@ -230,7 +232,7 @@ async def evaluate(
             await wait_for_window(rt)
             result, run = await run_one(
                 rt, subject, suite, suite.task(task_id), model, run_id,
-                keep_transcript=keep_transcripts,
+                keep_transcript=keep_transcripts, executor=rt.executor,
             )  # fmt: skip
         results[task_id] = result
         # A run that tampered or broke the protocol may have forged what it reports: its

@@ -34,6 +34,7 @@ from sandbox.errors import SandboxFailure, SandboxUnavailable
 log = logging.getLogger("harnessd.health")
 
 ENGINE = "engine"
+CLUSTER = "cluster"  # the Ray cluster of the ``ray`` executor (ClusterUnavailable)
 # The first probe waits a little: an engine being stopped still answers for a moment.
 BACKOFF_FIRST_S = 2.0
 BACKOFF_MAX_S = 15.0
@@ -51,6 +52,8 @@ def _clock(ts: float) -> str:
 
 
 def describe(dependency: str) -> str:
+    if dependency == CLUSTER:
+        return "the Ray cluster"
     return "the Docker engine" if dependency == ENGINE else f"model provider {dependency}"
 
 

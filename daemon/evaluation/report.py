@@ -34,6 +34,7 @@ class TaskResult(BaseModel):
     wall_s: float = 0.0
     error: TaskError | None = None
     detail: str = ""  # the verifier's or the sandbox's explanation
+    requeues: int = 0  # a cluster lost the unit and ran it again (at most once)
     # For dev-split feedback only; the proposer never reads held-out reports.
     transcript: list[dict[str, Any]] = Field(default_factory=list)
 

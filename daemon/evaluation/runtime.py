@@ -24,7 +24,8 @@ from daemon.config.reload import PolicyHolder
 from daemon.config.settings import LoadedSettings
 from daemon.config.statedir import split_secret
 from daemon.errors import SandboxError, SetupError
-from daemon.evaluation.health import ENGINE, Health
+from daemon.evaluation.executor import Executor, ExecutorType, LocalExecutor, open_executor
+from daemon.evaluation.health import CLUSTER, ENGINE, Health
 from daemon.gateway.budget import BudgetGuard
 from daemon.gateway.metering import MeteredModel
 from daemon.providers import make_provider
@@ -65,6 +66,8 @@ class Runtime:
     guard: BudgetGuard = field(init=False)
     split_secret: str = field(init=False)
     health: Health = field(init=False)
+    local: LocalExecutor = field(init=False)  # live requests and the local executor
+    executor: Executor = field(init=False)  # where evaluations run their units
     _models: dict[str, MeteredModel] = field(default_factory=dict)
     # Evaluations under way: run id -> {"label", "done", "total"} (for status).
     progress: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -74,10 +77,14 @@ class Runtime:
         self.guard = BudgetGuard(self.store, lambda: self.policy.get().budget)
         self.split_secret = split_secret(self.loaded.state_dir)
         self.health = Health(self.emit, self._probe, self._recover)
+        self.local = LocalExecutor(self.engine, self.runs_dir)
+        self.executor = self.local
 
     async def _probe(self, dependency: str) -> None:
         if dependency == ENGINE:
             await self.engine.ping()
+        elif dependency == CLUSTER:
+            await self.executor.probe()
         else:
             await self.model(dependency).probe()
 
@@ -241,7 +248,9 @@ async def open_runtime(
     *,
     instance: str,
     emit: Emit = _log_only,
+    executor: ExecutorType | None = None,
 ) -> AsyncIterator[Runtime]:
+    """``executor`` overrides the ``[executor] type`` setting (``harnessd eval --executor``)."""
     try:
         engine = await DockerEngine.connect()
     except SandboxFailure as exc:
@@ -259,8 +268,12 @@ async def open_runtime(
             )
         image = await resolve_image(engine, loaded, emit)
         rt = Runtime(loaded, policy, store, engine, image, instance, emit)
+        kind = executor or loaded.settings.executor.type
         try:
-            yield rt
+            settings = loaded.settings.executor
+            async with open_executor(kind, settings, rt.local, rt.work_dir / "cluster", emit) as ex:
+                rt.executor = ex
+                yield rt
         finally:
             await rt.aclose()
     finally:

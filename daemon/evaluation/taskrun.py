@@ -20,17 +20,16 @@ import sandbox
 from daemon.errors import SandboxError
 from daemon.gateway.session import GatewayHandler, GatewayRecord, serve_gateway
 from daemon.tasks import Submission, Task, TaskError
-from sandbox.container import BASE_ENV, ContainerOutcome, ReadOnlyMount, RunSpec, run_container
+from sandbox.container import ContainerOutcome, run_container
 from sandbox.engine import DockerEngine
 from sandbox.errors import SandboxFailure
-from sandbox.labels import ROLE
 from sandbox.limits import Limits
+from sandbox.remote import SOCKET_NAME, GuestLaunch, guest_spec
 from sandbox.rundir import copy_tree, run_dir
 
 GUEST_DIR = Path(sandbox.__file__).resolve().parent / "guest"
 GUEST_MOUNT = "/opt/harnessd"
-GUEST_COMMAND = ("python3", "-I", "-B", "-u", f"{GUEST_MOUNT}/harnessd_guest.py")
-SOCKET_NAME = "gateway.sock"
+GUEST = GuestLaunch(("python3", "-I", "-B", "-u", f"{GUEST_MOUNT}/harnessd_guest.py"), GUEST_MOUNT)
 
 
 @dataclass(frozen=True)
@@ -46,6 +45,7 @@ class TaskRun:
     outcome: ContainerOutcome
     gateway: GatewayRecord
     wall_s: float
+    requeues: int = 0  # times a cluster lost the unit and ran it again (at most once)
 
 
 def classify(record: GatewayRecord, outcome: ContainerOutcome) -> TaskError | None:
@@ -97,17 +97,7 @@ async def run_task(
         # cannot tell a version from a candidate, nor learn any host path, by its mounts.
         await anyio.to_thread.run_sync(_stage_files, harness_dir, folder)
         async with serve_gateway(folder / "s" / SOCKET_NAME, task, handler) as record:
-            spec = RunSpec(
-                image=image,
-                command=GUEST_COMMAND,
-                labels={**labels, ROLE: "task"},
-                limits=limits,
-                harness_dir=folder / "h",
-                socket_dir=folder / "s",
-                mounts=(ReadOnlyMount(folder / "g", GUEST_MOUNT),),
-                env=dict(BASE_ENV),
-                drops_privileges=True,  # the guest's first act: see harnessd_guest._drop_root
-            )
+            spec = guest_spec(folder, image, GUEST, labels, limits)
             try:
                 outcome = await run_container(engine, spec)
             except SandboxFailure as exc:

@@ -24,15 +24,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+from anyio.abc import ByteStream
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from daemon.errors import BudgetExceeded, HarnessdError, ProviderError, SandboxError
 from daemon.gateway.transcript import Transcript
-from daemon.gateway.unix import RawUnixStream, bind_unix, serve_unix
 from daemon.gateway.wire import MAX_FRAME, PROTOCOL_VERSION, error_reply, ok_reply, seal_ok
 from daemon.jsonlines import FrameError, LineReader, encode_frame
 from daemon.providers.base import ChatRequest, ChatResponse
 from daemon.tasks import Submission, Task
+from sandbox.unix import bind_unix, serve_unix
 
 log = logging.getLogger("harnessd.gateway")
 
@@ -134,7 +135,7 @@ def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
 
 
-class _Session:
+class Session:
     """The state of one run's gateway, shared by all of its connections."""
 
     def __init__(
@@ -169,23 +170,25 @@ class _Session:
 
     # -- connections -------------------------------------------------------------------
 
-    async def serve(self, stream: RawUnixStream) -> None:
+    async def serve(self, stream: ByteStream, number: int | None = None) -> None:
+        """One connection; ``number`` (1: the guest runtime's) when a trusted bridge knows the
+        order the container opened them better than the order they arrive in."""
         async with stream:
             try:
-                await self._serve(stream)
+                await self._serve(stream, number)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
                 pass
             except Exception:
                 # A guest must never be able to take the daemon down; log, drop the line.
                 log.exception("gateway connection for task %s failed", self.task.id)
 
-    async def _serve(self, stream: RawUnixStream) -> None:
+    async def _serve(self, stream: ByteStream, number: int | None) -> None:
         if self.active >= self.max_connections or self.record.protocol_violation:
             await self._send(stream, self.bad(None, "protocol_limit", "too many connections"))
             return
         self.active += 1
         self.record.connections += 1
-        number = self.record.connections
+        number = number or self.record.connections
         try:
             with anyio.CancelScope() as scope:
                 self.connection_scopes.add(scope)
@@ -194,7 +197,7 @@ class _Session:
             self.active -= 1
             self.connection_scopes.discard(scope)
 
-    async def _converse(self, stream: RawUnixStream, connection: int) -> None:
+    async def _converse(self, stream: ByteStream, connection: int) -> None:
         reader = LineReader(stream, self.max_frame)
         while True:
             frame = await reader.read()
@@ -207,7 +210,7 @@ class _Session:
                     scope.cancel()  # every connection of the run, this one included
                 return
 
-    async def _send(self, stream: RawUnixStream, reply: dict[str, Any]) -> None:
+    async def _send(self, stream: ByteStream, reply: dict[str, Any]) -> None:
         try:
             data = encode_frame(reply)
         except (TypeError, ValueError):
@@ -340,6 +343,28 @@ def _check_socket_path(socket_path: Path) -> None:
         )
 
 
+def open_session(
+    task: Task,
+    handler: GatewayHandler,
+    max_frame: int = MAX_FRAME,
+    max_bad_frames: int = MAX_BAD_FRAMES,
+    max_connections: int = MAX_CONNECTIONS,
+    transcript_chars: int = 64_000,
+) -> tuple[Session, GatewayRecord]:
+    """One run's session and its record, for a transport to serve (a socket, or TCP)."""
+    record = GatewayRecord()
+    session = Session(
+        task,
+        handler,
+        record,
+        max_frame=max_frame,
+        max_bad_frames=max_bad_frames,
+        max_connections=max_connections,
+        transcript=Transcript(record.transcript, max_chars=transcript_chars),
+    )
+    return session, record
+
+
 @asynccontextmanager
 async def serve_gateway(
     socket_path: Path,
@@ -353,16 +378,8 @@ async def serve_gateway(
 ) -> AsyncIterator[GatewayRecord]:
     """Serve one run's socket while the body runs; the socket is gone afterwards."""
     _check_socket_path(socket_path)
-    record = GatewayRecord()
-    session = _Session(
-        task,
-        handler,
-        record,
-        max_frame=max_frame,
-        max_bad_frames=max_bad_frames,
-        max_connections=max_connections,
-        transcript=Transcript(record.transcript, max_chars=transcript_chars),
-    )
+    limits = (max_frame, max_bad_frames, max_connections, transcript_chars)
+    session, record = open_session(task, handler, *limits)
     # 0o666: the guest runs as uid 65534 and needs write permission to connect.
     listener = bind_unix(socket_path, 0o666)
     failure: Exception | None = None

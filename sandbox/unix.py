@@ -1,4 +1,5 @@
-"""A Unix socket listener and byte stream that stay correct under cancellation.
+"""A Unix socket listener and byte stream that stay correct under cancellation (the gateway
+socket of a run, on the daemon and on a remote node's bridge).
 
 anyio 4.16's asyncio ``UNIXSocketStream`` registers a reader whose callback resolves a
 future; when a blocked ``receive()`` is cancelled (as every connection is when a run ends)
