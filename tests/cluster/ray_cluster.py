@@ -112,44 +112,55 @@ class LocalCluster:
         self.nodes.append(node)
         return node
 
+    def _started(self, node: Node) -> bool:
+        """Wait for ``ray start`` to say the node is up; False if it gave up (on a loaded
+        machine its raylet can miss Ray's fixed 30 s registration window)."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if "Ray runtime started" in node.log.read_text(errors="replace"):
+                return True
+            if node.proc.poll() is not None:
+                node.kill()
+                self.nodes.remove(node)
+                return False
+            time.sleep(0.2)
+        raise TimeoutError(f"ray node {node.name} did not start: {node.log.read_text()[-2000:]}")
+
     def add_worker(self, capacity: int = 2, cpus: int = 2) -> Node:
+        """Start a worker node and wait until it is up (one more try if it times out)."""
         resources = json.dumps({RESOURCE: capacity})
-        return self._start(
-            f"worker{len(self.nodes)}",
-            [f"--address={self.address}", f"--num-cpus={cpus}", f"--resources={resources}",
-             *_port_args()],
-        )  # fmt: skip
+        for attempt in range(3):
+            node = self._start(
+                f"worker{len(self.nodes)}-{attempt}",
+                [f"--address={self.address}", f"--num-cpus={cpus}",
+                 f"--resources={resources}", *_port_args()],
+            )  # fmt: skip
+            if self._started(node):
+                return node
+        raise RuntimeError(f"ray worker node did not start: {node.log.read_text()[-2000:]}")
 
     def workers(self) -> list[Node]:
         return [n for n in self.nodes if n.name != "head"]
 
-    def capacity(self) -> float:
-        """The cluster's live sandbox capacity, as its GCS reports it (a fresh process)."""
-        code = (
-            "import ray, json;"
-            f"ray.init(address={self.address!r}, logging_level='error', log_to_driver=False);"
-            f"print(json.dumps(ray.available_resources().get({RESOURCE!r}, 0) and "
-            f"sum(n['Resources'].get({RESOURCE!r}, 0) for n in ray.nodes() if n['Alive'])))"
-        )
-        out = subprocess.run(
-            [sys.executable, "-c", code], env=self.env, capture_output=True, timeout=60,
-            check=True,
-        )  # fmt: skip
-        return float(out.stdout.decode().strip().splitlines()[-1])
-
     def wait_capacity(self, want: float) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            for node in self.nodes:
-                if node.proc.poll() is not None:
-                    raise RuntimeError(f"ray node {node.name} exited: {node.log.read_text()}")
-            try:
-                if self.capacity() >= want:
-                    return
-            except subprocess.SubprocessError:
-                pass
-            time.sleep(0.5)
-        raise TimeoutError(f"the local Ray cluster did not reach capacity {want}")
+        """Wait until the live nodes offer ``want`` sandbox slots (one polling driver)."""
+        code = (
+            "import ray, time, sys\n"
+            f"ray.init(address={self.address!r}, logging_level='error', log_to_driver=False)\n"
+            "while sum(n['Resources'].get(sys.argv[1], 0) for n in ray.nodes() if n['Alive'])"
+            " < float(sys.argv[2]):\n"
+            "    time.sleep(0.3)\n"
+        )
+        try:
+            subprocess.run(
+                [sys.executable, "-c", code, RESOURCE, str(want)], env=self.env,
+                capture_output=True, timeout=START_TIMEOUT_S, check=True,
+            )  # fmt: skip
+        except (subprocess.SubprocessError, OSError) as exc:
+            logs = "\n".join(f"{n.name}: {n.log.read_text()[-2000:]}" for n in self.nodes)
+            raise RuntimeError(
+                f"the local Ray cluster did not reach capacity {want}: {exc}\n{logs}"
+            ) from exc
 
     def stop(self) -> None:
         for node in reversed(self.nodes):
@@ -181,10 +192,11 @@ def local_cluster(workers: int = 1, capacity: int = 2) -> Iterator[LocalCluster]
             ["--head", f"--port={port}", "--num-cpus=0",
              "--include-dashboard=false", f"--temp-dir={temp_dir}", *_port_args()],
         )  # fmt: skip
-        cluster.wait_capacity(0)
-        for n in range(workers):
+        if not cluster._started(cluster.nodes[0]):
+            raise RuntimeError("the Ray head did not start")
+        for _ in range(workers):
             cluster.add_worker(capacity)
-            cluster.wait_capacity((n + 1) * capacity)
+        cluster.wait_capacity(workers * capacity)
         yield cluster
     finally:
         cluster.stop()

@@ -17,7 +17,7 @@ from daemon.gateway.tls import make_identity
 from sandbox.bridge import Endpoint
 from sandbox.labels import INSTANCE
 from sandbox.remote import UnitSpec, owner_instance, run_unit
-from sandbox.rundir import read_tree, tree_digest, runs_root
+from sandbox.rundir import read_tree, runs_root, tree_digest
 from tests.sandbox.conftest import SMALL, Sandbox, StandInModel, make_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
@@ -88,18 +88,20 @@ async def test_letting_go_of_a_run_stops_its_container_on_the_node(
     model = StandInModel(on_chat=anyio.Event())
     harness = sandbox.harness(WAITS)
     result: list[object] = []
-    async with anyio.create_task_group() as tg:
-        async with front.session(make_task(), model) as (_, capability):
-            spec = spec_for(sandbox, front, harness, capability)
+    async with (
+        anyio.create_task_group() as tg,
+        front.session(make_task(), model) as (_, capability),
+    ):
+        spec = spec_for(sandbox, front, harness, capability)
 
-            async def node() -> None:
-                result.append(await run_unit(*spec))
+        async def node() -> None:
+            result.append(await run_unit(*spec))
 
-            tg.start_soon(node)
-            assert model.on_chat is not None
-            with anyio.fail_after(60):
-                await model.on_chat.wait()  # the container is up and talking
-        # The session is revoked: the node sees its lease end and stops the container.
+        tg.start_soon(node)
+        assert model.on_chat is not None
+        with anyio.fail_after(60):
+            await model.on_chat.wait()  # the container is up and talking
+        # Leaving revokes the session: the node sees its lease end and stops the container.
     assert result == [None]
     assert not await node_containers(sandbox)
 
