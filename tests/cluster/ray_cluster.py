@@ -129,7 +129,7 @@ class LocalCluster:
     def add_worker(self, capacity: int = 2, cpus: int = 2) -> Node:
         """Start a worker node and wait until it is up (one more try if it times out)."""
         resources = json.dumps({RESOURCE: capacity})
-        for attempt in range(3):
+        for attempt in range(6):
             node = self._start(
                 f"worker{len(self.nodes)}-{attempt}",
                 [f"--address={self.address}", f"--num-cpus={cpus}",
@@ -179,10 +179,14 @@ def local_cluster(workers: int = 1, capacity: int = 2) -> Iterator[LocalCluster]
     env = {
         **os.environ,
         "RAY_USAGE_STATS_ENABLED": "0",
-        # Find a dead node in seconds, not the default half minute.
-        "RAY_health_check_period_ms": "500",
-        "RAY_health_check_failure_threshold": "4",
-        "RAY_health_check_initial_delay_ms": "500",
+        # Find a dead node in seconds, not the default half minute, yet never mistake a
+        # node starved of CPU on a loaded machine for a dead one.
+        "RAY_health_check_period_ms": "1000",
+        "RAY_health_check_failure_threshold": "10",
+        "RAY_health_check_initial_delay_ms": "1000",
+        # A raylet waits for its agents (Python processes) to start; slow when loaded.
+        "RAY_agent_register_timeout_ms": "180000",
+        "RAY_worker_register_timeout_seconds": "180",
     }
     env.pop("RAY_ADDRESS", None)
     cluster = LocalCluster(f"{node_ip()}:{port}", temp_dir, env)

@@ -175,15 +175,9 @@ async def test_killing_a_worker_node_mid_evaluation_loses_no_unit_and_leaks_noth
         reports = []
 
         async def run() -> None:
-            reports.append(
-                await evaluate(
-                    rt,
-                    Subject(harness, "h"),
-                    split="heldout",
-                    task_ids=ids,
-                    model=rt.policy.get().models.primary,
-                )  # fmt: skip
-            )
+            subject, model = Subject(harness, "h"), rt.policy.get().models.primary
+            report = await evaluate(rt, subject, split="heldout", task_ids=ids, model=model)
+            reports.append(report)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(run)
