@@ -6,8 +6,9 @@ stderr. If the cluster's head goes away, Ray ends this process; the daemon sees 
 stdout close and treats the cluster as unavailable.
 
 Requests: ``{"op": "status"}``, ``{"op": "tree", "digest", "files": [[path, base64]]}``,
-``{"op": "forget", "digest"}``, ``{"op": "run", "id", "spec": {...}}``, ``{"op": "cancel",
-"id"}``. Replies carry the request's ``id`` (``status`` and trees: the op's own id).
+``{"op": "forget", "digest"}``, ``{"op": "run", "id", "spec": {...}}``. Replies carry the
+request's ``id``. A run the daemon gives up on is not cancelled here: its capability is
+revoked, its lease ends and its node stops the container.
 """
 
 from __future__ import annotations
@@ -76,7 +77,6 @@ class Agent:
     def __init__(self, out: Any) -> None:
         self.out = out
         self.trees: dict[str, ray.ObjectRef[Tree]] = {}
-        self.refs: dict[str, ray.ObjectRef[Any]] = {}
         self.remote = ray.remote(run_unit_sync).options(
             num_cpus=0, resources={RESOURCE: 1}, max_retries=0, retry_exceptions=False
         )
@@ -97,16 +97,12 @@ class Agent:
             self.trees.pop(request["digest"], None)
         elif op == "run":
             asyncio.get_running_loop().create_task(self.run(str(rid), request["spec"]))
-        elif op == "cancel" and rid in self.refs:
-            ray.cancel(self.refs[rid])
 
     async def run(self, rid: str, raw: dict[str, Any]) -> None:
         try:
             spec = unit_spec(raw)
             harness, guest = self.trees[spec.harness_digest], self.trees[spec.guest_digest]
-            ref = self.remote.remote(spec, harness, guest)
-            self.refs[rid] = ref
-            outcome = await ref
+            outcome = await self.remote.remote(spec, harness, guest)
             result: dict[str, Any] = {"ok": True, "outcome": asdict(outcome) if outcome else None}
         except LOST as exc:
             result = {"ok": False, "kind": "lost", "error": str(exc)[:500]}
@@ -118,8 +114,6 @@ class Agent:
             result = {"ok": False, "kind": kind, "error": str(cause or exc)[-800:]}
         except Exception as exc:  # the cluster itself failed us
             result = {"ok": False, "kind": "lost", "error": f"{type(exc).__name__}: {exc}"[:500]}
-        finally:
-            self.refs.pop(rid, None)
         self.reply({"id": rid, **result})
 
 

@@ -187,10 +187,10 @@ class RayExecutor:
                     return await slot.wait()
                 await self.probe()  # no node can run it any more: an outage
         except BaseException:
+            # No Ray-level cancel: it interrupts the node's worker wherever it is, clean-up
+            # included. Leaving the session (the caller's next step) revokes the capability
+            # and ends the lease, and the node stops the container in order.
             agent.forget(rid)
-            with anyio.CancelScope(shield=True):
-                if agent.gone is None:
-                    await agent.submit({"op": "cancel", "id": rid}, reply=False)
             raise
 
     async def aclose(self) -> None:

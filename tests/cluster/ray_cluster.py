@@ -24,6 +24,9 @@ from pathlib import Path
 RAY = Path(sys.executable).with_name("ray")
 RESOURCE = "harnessd_sandbox"
 START_TIMEOUT_S = 120.0
+# A node that misses Ray's fixed start-up windows (15 s for its agents to report, 30 s to
+# register) on a loaded machine is started again, this many times at most.
+ATTEMPTS = 6
 
 
 def node_ip() -> str:
@@ -101,7 +104,15 @@ class LocalCluster:
         log = self.temp_dir / f"{name}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [str(RAY), "start", "--block", "--disable-usage-stats", *args],
+                # No log monitor: one Python process less starting on a loaded machine.
+                [
+                    str(RAY),
+                    "start",
+                    "--block",
+                    "--disable-usage-stats",
+                    "--include-log-monitor=false",
+                    *args,
+                ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -113,8 +124,7 @@ class LocalCluster:
         return node
 
     def _started(self, node: Node) -> bool:
-        """Wait for ``ray start`` to say the node is up; False if it gave up (on a loaded
-        machine its raylet can miss Ray's fixed 30 s registration window)."""
+        """Wait for ``ray start`` to say the node is up; False if it gave up."""
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if "Ray runtime started" in node.log.read_text(errors="replace"):
@@ -129,7 +139,7 @@ class LocalCluster:
     def add_worker(self, capacity: int = 2, cpus: int = 2) -> Node:
         """Start a worker node and wait until it is up (one more try if it times out)."""
         resources = json.dumps({RESOURCE: capacity})
-        for attempt in range(6):
+        for attempt in range(ATTEMPTS):
             node = self._start(
                 f"worker{len(self.nodes)}-{attempt}",
                 [f"--address={self.address}", f"--num-cpus={cpus}",
@@ -191,13 +201,16 @@ def local_cluster(workers: int = 1, capacity: int = 2) -> Iterator[LocalCluster]
     env.pop("RAY_ADDRESS", None)
     cluster = LocalCluster(f"{node_ip()}:{port}", temp_dir, env)
     try:
-        cluster._start(
-            "head",
-            ["--head", f"--port={port}", "--num-cpus=0",
-             "--include-dashboard=false", f"--temp-dir={temp_dir}", *_port_args()],
-        )  # fmt: skip
-        if not cluster._started(cluster.nodes[0]):
-            raise RuntimeError("the Ray head did not start")
+        for attempt in range(ATTEMPTS):
+            head = cluster._start(
+                "head",
+                [f"--port={port}", "--head", "--num-cpus=0", "--include-dashboard=false",
+                 f"--temp-dir={temp_dir}", *_port_args()],
+            )  # fmt: skip
+            if cluster._started(head):
+                break
+            if attempt == ATTEMPTS - 1:
+                raise RuntimeError(f"the Ray head did not start: {head.log.read_text()[-2000:]}")
         for _ in range(workers):
             cluster.add_worker(capacity)
         cluster.wait_capacity(workers * capacity)
