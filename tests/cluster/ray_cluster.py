@@ -58,16 +58,6 @@ def _port_args() -> list[str]:
     return args
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @dataclass
 class Node:
     name: str
@@ -78,19 +68,42 @@ class Node:
     def pgid(self) -> int:
         return self.proc.pid
 
+    def processes(self) -> set[int]:
+        """Every live process of the node: its process group, and the descendants of its
+        raylet (Ray puts each worker in a process group of its own)."""
+        parents: dict[int, int] = {}
+        groups: dict[int, int] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry.name)], groups[int(entry.name)] = int(fields[1]), int(fields[2])
+        found = {pid for pid, group in groups.items() if group == self.pgid}
+        grew = True
+        while grew:
+            more = {pid for pid, parent in parents.items() if parent in found} - found
+            found |= more
+            grew = bool(more)
+        return found
+
     def kill(self) -> None:
-        """SIGKILL the node's whole process group (raylet, workers, agents) and wait."""
-        with suppress(ProcessLookupError):
-            os.killpg(self.pgid, signal.SIGKILL)
+        """SIGKILL every process of the node (raylet, agents, workers) and wait."""
+        deadline = time.monotonic() + 30
+        while (pids := self.processes()) and time.monotonic() < deadline:
+            for pid in pids:
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            with suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=1)
         with suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=30)
-        deadline = time.monotonic() + 30
-        while _group_alive(self.pgid) and time.monotonic() < deadline:
-            time.sleep(0.1)
 
     @property
     def alive(self) -> bool:
-        return _group_alive(self.pgid)
+        return bool(self.processes())
 
 
 @dataclass

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from sandbox.engine import DockerEngine
 from sandbox.labels import INSTANCE, instance_id
 from sandbox.remote import OWNER
 from sandbox.rundir import ROOT_PREFIX, runs_root
-from tests.cluster.ray_cluster import LocalCluster
+from tests.cluster.ray_cluster import LocalCluster, Node
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -149,17 +149,13 @@ async def _node_leftovers(instance: str) -> tuple[list[str], list[Path]]:
     return names, roots
 
 
-async def _units_on(cluster: LocalCluster, victim: int, instance: str) -> int:
-    """Containers of this evaluation that a process of the victim node started."""
+async def _units_on(node: Node, instance: str) -> int:
+    """Containers of this evaluation that a process of ``node`` started."""
     async with DockerEngine.connected() as engine:
         found = await engine.call("listing", engine.api.containers, filters={"label": INSTANCE})
-    count = 0
-    for container in found:
-        match = OWNER.match(container["Labels"].get(INSTANCE, ""))
-        if match and match["instance"] == instance:
-            with suppress(ProcessLookupError):
-                count += os.getpgid(int(match["pid"])) == victim
-    return count
+    pids = node.processes()
+    owners = [OWNER.match(c["Labels"].get(INSTANCE, "")) for c in found]
+    return sum(1 for m in owners if m and m["instance"] == instance and int(m["pid"]) in pids)
 
 
 @pytest.mark.anyio
@@ -182,7 +178,8 @@ async def test_killing_a_worker_node_mid_evaluation_loses_no_unit_and_leaks_noth
         async with anyio.create_task_group() as tg:
             tg.start_soon(run)
             with anyio.fail_after(300):
-                while not await _units_on(ray_cluster, victim.pgid, rt.instance):  # noqa: ASYNC110
+                while not await _units_on(victim, rt.instance):
+                    assert not reports, "the evaluation ended before the victim ran a unit"
                     await anyio.sleep(0.2)  # polling the engine: there is no event to wait on
             await anyio.to_thread.run_sync(victim.kill)
         report = reports[0]
