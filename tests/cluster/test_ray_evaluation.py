@@ -24,6 +24,7 @@ from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.evaluation.runtime import Runtime, open_runtime
 from daemon.store import Store
 from daemon.suites import load_suite
+from daemon.suites.splits import split
 from sandbox.engine import DockerEngine
 from sandbox.labels import INSTANCE, instance_id
 from sandbox.remote import OWNER
@@ -130,9 +131,11 @@ def test_harnessd_eval_on_ray_gives_the_local_verdicts(
     env = {
         k: v for k, v in os.environ.items() if not k.startswith("HARNESSD_") and k != "RAY_ADDRESS"
     }
-    local = _eval_cli(config, harness, "local", env)  # also fixes the split, for the answers
-    _answer_half(harness, asset_cache, [t["id"] for t in local["tasks"]])
+    suite = load_suite(SUITE, asset_cache)
+    ids = split(suite.task_ids(), seed="ray", dev_size=2, heldout_size=8).heldout
+    _answer_half(harness, asset_cache, ids)
     local = _eval_cli(config, harness, "local", env)
+    assert [t["id"] for t in local["tasks"]] == ids
     remote = _eval_cli(config, harness, "ray", {**env, "RAY_ADDRESS": ray_cluster.address})
     assert _verdicts(remote) == _verdicts(local)
     assert 0 < local["accuracy"] < 1 and not local["errors"]
