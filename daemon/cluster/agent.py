@@ -27,7 +27,7 @@ import ray
 import ray.exceptions
 
 from sandbox.bridge import Endpoint
-from sandbox.errors import GatewayUnreachable
+from sandbox.errors import GatewayUnreachable, SandboxUnavailable
 from sandbox.limits import Limits
 from sandbox.remote import GuestLaunch, UnitSpec, run_unit_sync
 from sandbox.rundir import Tree
@@ -111,6 +111,8 @@ class Agent:
         except ray.exceptions.RayTaskError as exc:
             cause = _cause(exc)
             kind = "unreachable" if isinstance(cause, GatewayUnreachable) else "failed"
+            if isinstance(cause, SandboxUnavailable):
+                kind = "lost"  # that node's engine is down: another node may run it
             result = {"ok": False, "kind": kind, "error": str(cause or exc)[-800:]}
         except Exception as exc:  # the cluster itself failed us
             result = {"ok": False, "kind": "lost", "error": f"{type(exc).__name__}: {exc}"[:500]}
