@@ -124,15 +124,18 @@ async def main(args: argparse.Namespace) -> None:
             await _timed_eval(rt, ids[:1], 1)  # warm: image, page cache, grammar caches
             recording.calls.clear()
             wall1, report1 = await _timed_eval(rt, ids, 1)
+            print(f"  (eval, 1 sandbox: {wall1:.1f} s)", flush=True)
             calls = list(recording.calls)
             model_in_eval = sum(c.seconds for c in calls)
             recording.calls.clear()
             wall2, _ = await _timed_eval(rt, ids, 2)
+            print(f"  (eval, 2 sandboxes: {wall2:.1f} s)", flush=True)
 
             start = time.perf_counter()
             for c in calls:
                 await local.chat(c.request)
             bare = time.perf_counter() - start
+            print(f"  (bare replay: {bare:.1f} s)", flush=True)
 
             tool_calls = [c for c in calls if c.request.tools]
             start = time.perf_counter()
@@ -143,16 +146,19 @@ async def main(args: argparse.Namespace) -> None:
             for c in tool_calls:
                 await local.chat(_plain(c.request))
             without_grammar = time.perf_counter() - start
+            print(f"  (tool-call requests {with_grammar:.1f} s, as plain chat "
+                  f"{without_grammar:.1f} s)", flush=True)  # fmt: skip
 
             replayed = Replayed(calls)
             _use(rt, replayed)
             wall0, report0 = await _timed_eval(rt, ids, 1)
+            print(f"  (eval with replayed answers: {wall0:.1f} s)", flush=True)
 
             suite = rt.suite()
-            runner = rt.code_runner()
+            checker = rt.code_checker()
             start = time.perf_counter()
             for t in report1.tasks:  # type: ignore[attr-defined]
-                await suite.check(t.id, t.output, runner)
+                await suite.check(t.id, t.output, checker)
             verifier = time.perf_counter() - start
         store.close()
 

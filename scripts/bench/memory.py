@@ -26,6 +26,7 @@ from pathlib import Path
 from common import ROOT, SILENT_MODEL, asset_cache, machine
 
 from daemon.control.client import ControlClient
+from daemon.errors import HarnessdError
 
 BAD_PATH = "../outside.py\n<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n>>>>>>> REPLACE\n"
 
@@ -75,7 +76,7 @@ def main(args: argparse.Namespace) -> None:
                 try:
                     with ControlClient(state / "control.sock", timeout=30) as c:
                         cycles = int(c.call("status")["cycles"])
-                except (OSError, ValueError):
+                except (OSError, ValueError, HarnessdError):
                     time.sleep(0.5)
                     continue
                 while cycles >= next_mark and next_mark <= args.cycles:
@@ -83,6 +84,10 @@ def main(args: argparse.Namespace) -> None:
                     print(f"  cycle {next_mark:>4}: RSS {samples[next_mark]:7.1f} MiB", flush=True)
                     next_mark += 50
                 time.sleep(0.2)
+            with ControlClient(state / "control.sock", timeout=30) as c:
+                newest = c.call("lineage", candidates=2)["candidates"]
+            print(f"  candidates recorded: {newest[0]['id'] if newest else 0}, newest: "
+                  f"{[(x['state'], x['stage']) for x in newest]}")  # fmt: skip
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=120)
