@@ -175,8 +175,28 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_policy_check(args: argparse.Namespace) -> int:
     from daemon.config.policy import load_policy
 
-    load_policy(Path(args.file))
+    policy = load_policy(Path(args.file))
+    for spec in (policy.suite.name, policy.suite.heldout_suite):
+        if spec is not None and spec.startswith("file:"):
+            _print_suite(spec)
     print(f"{args.file}: valid")
+    return 0
+
+
+def _print_suite(spec: str) -> None:
+    from daemon.suites.filesuite import FileSuite
+
+    suite = FileSuite.load(Path(spec.removeprefix("file:")))
+    kinds: dict[str, int] = {}
+    for task_id in suite.task_ids():
+        kind = suite.task(task_id).kind
+        kinds[kind] = kinds.get(kind, 0) + 1
+    shown = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+    print(f"{suite.path}: valid, {len(suite.task_ids())} tasks ({shown}), name {suite.name}")
+
+
+def _cmd_suite_check(args: argparse.Namespace) -> int:
+    _print_suite(f"file:{Path(args.path).resolve()}")
     return 0
 
 
@@ -222,6 +242,12 @@ def build_parser() -> argparse.ArgumentParser:
     check = policy.add_parser("check", help="validate a policy file")
     check.add_argument("file")
     check.set_defaults(fn=_cmd_policy_check)
+    suite = sub.add_parser("suite", help="your own task files").add_subparsers(
+        dest="suite_command", required=True, metavar="SUBCOMMAND"
+    )
+    check = suite.add_parser("check", help="validate a task file (or a folder of them)")
+    check.add_argument("path")
+    check.set_defaults(fn=_cmd_suite_check)
     return parser
 
 

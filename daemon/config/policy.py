@@ -59,8 +59,27 @@ class ProposerPolicy(_Closed):
     verdicts_shown: Annotated[int, Field(ge=0, le=50)] = 5
 
 
+_BUILTIN_SUITE_RE = re.compile(r"^[a-z_]+(:[a-z_,]+)?$")
+
+
+def check_suite_name(value: str) -> str:
+    builtin = _BUILTIN_SUITE_RE.match(value) is not None
+    own = value.startswith("file:") and bool(value[5:].strip()) and "\n" not in value
+    if builtin or own:
+        return value
+    raise ValueError(
+        "expected a built-in suite ('bfcl:simple', 'humaneval', ...) or 'file:PATH' (a .jsonl "
+        "file of your own tasks or a folder of them; relative to the policy file's folder)"
+    )
+
+
+SuiteName = Annotated[str, AfterValidator(check_suite_name)]
+
+
 class SuitePolicy(_Closed):
-    name: Annotated[str, Field(pattern=r"^[a-z_]+(:[a-z_,]+)?$")] = "bfcl:simple"
+    name: SuiteName = "bfcl:simple"
+    # The held-out pool from a suite of its own (dev tasks then come from ``name`` alone).
+    heldout_suite: SuiteName | None = None
     dev_size: Annotated[int, Field(ge=1, le=5000)] = 10
     heldout_size: Annotated[int, Field(ge=1, le=5000)] = 40
     # None: the installation's own secret (state dir); a string reproduces a known split.
@@ -163,9 +182,28 @@ class Policy(_Closed):
 GateName = Literal["accuracy", "panel", "tokens", "honesty", "dead_code"]
 
 
+def resolve_suite_paths(policy: Policy, base: Path) -> Policy:
+    """The policy with each relative ``file:`` suite path made absolute against ``base``."""
+
+    def resolved(name: str | None) -> str | None:
+        if name is None or not name.startswith("file:"):
+            return name
+        return "file:" + str((base / Path(name[5:].strip()).expanduser()).resolve())
+
+    suite = policy.suite.model_copy(
+        update={
+            "name": resolved(policy.suite.name),
+            "heldout_suite": resolved(policy.suite.heldout_suite),
+        }
+    )
+    return policy.model_copy(update={"suite": suite})
+
+
 def load_policy(path: Path) -> Policy:
-    """Read and validate a policy file; a ConfigError names the file and key otherwise."""
-    return validate_model(Policy, read_toml(path, what="policy"), str(path))
+    """Read and validate a policy file; a ConfigError names the file and key otherwise.
+    Relative ``file:`` suite paths resolve against the policy file's folder."""
+    policy = validate_model(Policy, read_toml(path, what="policy"), str(path))
+    return resolve_suite_paths(policy, path.resolve().parent)
 
 
 def parse_policy(text: str, source: str) -> Policy:

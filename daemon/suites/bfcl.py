@@ -82,13 +82,13 @@ def _first_allowed(allowed: Any) -> tuple[bool, Any]:
     return False, None
 
 
-def _concrete(value: Any) -> Any:
+def concrete(value: Any) -> Any:
     """A possible-answer value made concrete: dicts hold allowed values per key."""
     if type(value) is dict:
         picked = {key: _first_allowed(allowed) for key, allowed in value.items()}
-        return {key: _concrete(v) for key, (present, v) in picked.items() if present}
+        return {key: concrete(v) for key, (present, v) in picked.items() if present}
     if type(value) is list:
-        return [_concrete(v) if type(v) is dict else v for v in value]
+        return [concrete(v) if type(v) is dict else v for v in value]
     return value
 
 
@@ -97,6 +97,32 @@ def _declared_params(functions: list[dict[str, Any]], name: str) -> set[str]:
         if function["name"] == name:
             return set((function.get("parameters") or {}).get("properties") or {})
     return set()
+
+
+def as_bfcl_calls(functions: list[dict[str, Any]], output: Any) -> Any:
+    """Our ``[{"name", "arguments"}]`` as BFCL's ``[{name: arguments}]``; None if malformed.
+
+    A call already in BFCL's own shape (one key, the function name) is taken as it is.
+    The harness sees underscored names (BFCL's rule for OpenAI-style APIs); BFCL's own
+    dotted names are accepted as well, as BFCL does for models that keep the dots.
+    """
+    if type(output) is not list:
+        return None
+    bfcl_names = {tool_name(f["name"]): f["name"] for f in functions}
+    calls = []
+    for item in output:
+        if type(item) is not dict:
+            return None
+        if "name" in item and "arguments" in item:
+            name, arguments = item["name"], item["arguments"]
+        elif len(item) == 1:
+            ((name, arguments),) = item.items()
+        else:
+            return None
+        if type(name) is not str or type(arguments) is not dict:
+            return None
+        calls.append({bfcl_names.get(name, name): arguments})
+    return calls
 
 
 class BfclSuite:
@@ -164,38 +190,13 @@ class BfclSuite:
                 for param, allowed in allowed_by_param.items():
                     present, value = _first_allowed(allowed)
                     if present and (param in declared or "" not in allowed):
-                        arguments[param] = _concrete(value)
+                        arguments[param] = concrete(value)
                 calls.append({"name": tool_name(name), "arguments": arguments})
-        return calls
-
-    def _as_bfcl_calls(self, entry: _Entry, output: Any) -> Any:
-        """Our ``[{"name", "arguments"}]`` as BFCL's ``[{name: arguments}]``; None if malformed.
-
-        A call already in BFCL's own shape (one key, the function name) is taken as it is.
-        The harness sees underscored names (BFCL's rule for OpenAI-style APIs); BFCL's own
-        dotted names are accepted as well, as BFCL does for models that keep the dots.
-        """
-        if type(output) is not list:
-            return None
-        bfcl_names = {tool_name(f["name"]): f["name"] for f in entry.functions}
-        calls = []
-        for item in output:
-            if type(item) is not dict:
-                return None
-            if "name" in item and "arguments" in item:
-                name, arguments = item["name"], item["arguments"]
-            elif len(item) == 1:
-                ((name, arguments),) = item.items()
-            else:
-                return None
-            if type(name) is not str or type(arguments) is not dict:
-                return None
-            calls.append({bfcl_names.get(name, name): arguments})
         return calls
 
     async def check(self, task_id: str, output: Any, checker: CodeChecker) -> CheckResult:
         entry = self._entry(task_id)
-        calls = self._as_bfcl_calls(entry, output)
+        calls = as_bfcl_calls(entry.functions, output)
         verdict = check_calls(entry.bfcl_category, entry.functions, calls, entry.answers)
         detail = "ok" if verdict.valid else f"{verdict.error_type}: {verdict.error}"
         return CheckResult(passed=verdict.valid, detail=detail)
