@@ -29,10 +29,11 @@ from daemon.evaluation.runtime import Runtime, open_runtime
 from daemon.events import EventBus
 from daemon.improve.loop import ImprovementLoop, LoopControl
 from daemon.lineage import Lineage
+from daemon.live import labels
 from daemon.live.harness import LiveHarness
 from daemon.providers import check_models
 from daemon.store import Store
-from daemon.suites import check_suite
+from daemon.suites import check_suite, watched_paths
 from sandbox.labels import instance_id
 
 log = logging.getLogger("harnessd.service")
@@ -69,8 +70,9 @@ class Daemon:
         }
 
     async def on_file_change(self, path: Any) -> None:
-        if path == self.policy.path.resolve():
-            await self.reload_policy()
+        suite_files = watched_paths(self.policy.get().suite, self.loaded.cache_dir)
+        if path == self.policy.path.resolve() or path in suite_files:
+            await self.reload_policy()  # a suite file's edit is checked like the policy's
         elif self.loaded.config_path is not None and path == self.loaded.config_path:
             await self.reload_config()
 
@@ -109,7 +111,7 @@ class Daemon:
         paths = [self.policy.path]
         if self.loaded.config_path is not None:
             paths.append(self.loaded.config_path)
-        return paths
+        return paths + watched_paths(self.policy.get().suite, self.loaded.cache_dir)
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
@@ -156,6 +158,7 @@ class Daemon:
                 calls=rt.calls_in_flight,
                 windows=rt.guard.window_state,
                 work_dir=rt.work_dir,
+                suites_dir=labels.suites_dir(self.loaded.state_dir),
                 basics=self.status_basics,
                 stop=self.stop_requested,
             )

@@ -30,6 +30,10 @@ STOP_WAIT_S = 30.0
 Verb = Callable[[ControlClient, argparse.Namespace], Any]
 
 
+class UsageError(Exception):
+    """An argument the daemon need not see to refuse (exit code 2)."""
+
+
 def _socket_path(args: argparse.Namespace) -> Path:
     if args.socket:
         return Path(args.socket)
@@ -59,6 +63,49 @@ def ask(c: ControlClient, a: argparse.Namespace) -> Any:
 
 def run(c: ControlClient, a: argparse.Namespace) -> Any:
     return c.call("run", task=a.task)
+
+
+# Checks whose ``expected`` is the text as typed; the others take JSON (a number, calls, ...).
+_TEXT_EXPECTED = ("exact", "regex")
+
+
+def _check(text: str) -> dict[str, Any]:
+    """``--check``: a check type, or a whole check object as JSON; a checker path relative
+    to the working directory is made absolute (the daemon resolves nothing of ours)."""
+    try:
+        check = json.loads(text) if text.lstrip().startswith("{") else {"type": text}
+    except ValueError as exc:
+        raise UsageError(f"--check {text!r}: not a JSON object ({exc})") from None
+    if not isinstance(check, dict):
+        raise UsageError(f"--check {text!r}: expected a check type or a JSON object")
+    checker = check.get("checker")
+    if isinstance(checker, str) and ":" in checker:
+        file, _, function = checker.rpartition(":")
+        check["checker"] = f"{Path(file).expanduser().resolve()}:{function}"
+    return check
+
+
+def label(c: ControlClient, a: argparse.Namespace) -> Any:
+    check = _check(a.check)
+    expected: Any = a.expected
+    if check.get("type") not in _TEXT_EXPECTED:
+        try:
+            expected = json.loads(a.expected)
+        except ValueError as exc:
+            raise UsageError(
+                f"--expected {a.expected!r}: a {check.get('type')!r} check takes JSON ({exc})"
+            ) from None
+    return c.call(
+        "label", request=a.request, suite=a.suite, expected=expected, check=check, id=a.id
+    )
+
+
+def suite_export(c: ControlClient, a: argparse.Namespace) -> Any:
+    result = c.call("suite_export", suite=a.suite)
+    if a.output is None:
+        return result
+    Path(a.output).write_text(result["text"], encoding="utf-8")
+    return {k: v for k, v in result.items() if k != "text"} | {"written": str(a.output)}
 
 
 def lineage(c: ControlClient, a: argparse.Namespace) -> Any:
@@ -132,6 +179,29 @@ def build_parser() -> argparse.ArgumentParser:
     add("run", run, "run one suite task with the live harness").add_argument(
         "task", metavar="SUITE:ID", help="e.g. bfcl:simple:simple_python_3 or humaneval:HumanEval/0"
     )
+    p = add("label", label, "make a served request a task of a private suite")
+    p.add_argument("request", type=int, metavar="REQUEST", help="the id 'ask' or 'run' printed")
+    p.add_argument("--suite", required=True, help="the private suite's name (a-z 0-9 _ -)")
+    p.add_argument(
+        "--expected",
+        required=True,
+        help="the right answer: text for exact and regex checks (a pattern for regex), "
+        "JSON for number, calls and python checks",
+    )
+    p.add_argument(
+        "--check",
+        default="exact",
+        help="exact (default), number, regex, calls, python, or a JSON check object such as "
+        '\'{"type": "exact", "casefold": true}\'',
+    )
+    p.add_argument("--id", help="the task's id (default: request-REQUEST)")
+    suite = sub.add_parser("suite", help="private suites made of labelled requests")
+    suite_sub = suite.add_subparsers(dest="suite_verb", required=True, metavar="SUBVERB")
+    p = suite_sub.add_parser("export", help="a labelled suite in the task-file format")
+    p.add_argument("suite", metavar="NAME")
+    p.add_argument("-o", "--output", type=Path, help="write to this file (default: stdout)")
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    p.set_defaults(fn=suite_export, view="suite_export")
     add("lineage", lineage, "the version tree").add_argument(
         "--candidates", type=int, default=10, help="recent candidates to list"
     )
@@ -175,6 +245,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             path, timeout=None if args.verb in ("ask", "run", "propose", "report") else 30
         ) as c:
             result = args.fn(c, args)
+    except UsageError as exc:
+        print(f"harnessctl: {exc}", file=sys.stderr)
+        return 2
     except ControlError as exc:
         if args.json:
             print(json.dumps({"ok": False, "error": {"code": exc.code.value, "message": str(exc)}}))

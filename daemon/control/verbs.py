@@ -37,6 +37,7 @@ from daemon.gateway.budget import WindowState
 from daemon.improve.candidates import Submitted, check_text
 from daemon.improve.loop import LoopControl
 from daemon.lineage import Lineage, Version
+from daemon.live import labels
 from daemon.live.harness import LiveHarness
 from daemon.patches import AppliedPatch
 from daemon.store import Store
@@ -64,6 +65,7 @@ class VerbDeps:
     calls: Callable[[], dict[str, dict[str, int]]]
     windows: Callable[[], WindowState]
     work_dir: Path
+    suites_dir: Path  # the labelled suites (daemon.live.labels)
     basics: Callable[[], dict[str, Any]]
     stop: anyio.Event
 
@@ -191,6 +193,34 @@ class ControlApi:
 
     async def verb_run(self, args: dict[str, Any]) -> Any:
         return await self.d.live.run(_arg(args, "task", str))
+
+    async def verb_label(self, args: dict[str, Any]) -> Any:
+        check = args.get("check")
+        if not isinstance(check, dict):
+            raise ControlError(ErrorCode.BAD_ARGS, "argument 'check' must be an object")
+        if "expected" not in args:
+            raise ControlError(ErrorCode.BAD_ARGS, "argument 'expected' is missing")
+        result = await anyio.to_thread.run_sync(
+            lambda: labels.label(
+                self.d.store,
+                self.d.suites_dir,
+                request_id=_arg(args, "request", int),
+                suite=_arg(args, "suite", str),
+                expected=args["expected"],
+                check=check,
+                task_id=_arg(args, "id", str, required=False),
+            )
+        )
+        await self.d.bus.emit(
+            "suite.labelled",
+            f"request {args['request']} is task {result['task']} of suite {result['suite']}",
+            **result,
+        )
+        return result
+
+    async def verb_suite_export(self, args: dict[str, Any]) -> Any:
+        name = _arg(args, "suite", str)
+        return await anyio.to_thread.run_sync(labels.export, self.d.suites_dir, name)
 
     # ---- lineage -------------------------------------------------------------------------
 

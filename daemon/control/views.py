@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -218,7 +219,10 @@ def _stop(r: dict[str, Any], c: Console) -> None:
 
 
 def _answer(r: dict[str, Any], c: Console) -> None:
-    c.print(f"[dim]version {r.get('version')} · {r.get('tokens')} tokens · {r.get('wall_s')} s[/]")
+    c.print(
+        f"[dim]request {r.get('request')} · version {r.get('version')} · "
+        f"{r.get('tokens')} tokens · {r.get('wall_s')} s[/]"
+    )
     if r.get("error"):
         c.print(f"[red]task ended: {r['error']}[/]")
     output = r.get("output")
@@ -229,6 +233,17 @@ def _answer(r: dict[str, Any], c: Console) -> None:
 
 def _report(r: dict[str, Any], c: Console) -> None:
     c.print(_escape(summary_line(r)))
+
+
+def _label(r: dict[str, Any], c: Console) -> None:
+    c.print(f"task {r['task']} added to suite {r['suite']} ({r['tasks']} tasks, {r['path']})")
+
+
+def _suite_export(r: dict[str, Any], c: Console) -> None:
+    if "written" in r:
+        c.print(f"suite {r['suite']}: {r['tasks']} tasks written to {r['written']}")
+    else:
+        sys.stdout.write(r["text"])  # as it is: the file format, for a redirect
 
 
 _VIEWS: dict[str, Callable[[Any, Console], None]] = {
@@ -247,6 +262,8 @@ _VIEWS: dict[str, Callable[[Any, Console], None]] = {
     "policy_show": _policy_show,
     "policy_check": _policy_check,
     "stop": _stop,
+    "label": _label,
+    "suite_export": _suite_export,
 }
 
 

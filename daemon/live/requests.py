@@ -9,10 +9,21 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from daemon.store import Store
 from daemon.tasks import Task
+
+
+@dataclass(frozen=True)
+class Request:
+    id: int
+    kind: str  # ask or run
+    version_id: int | None
+    task: Task
+    state: str  # running, done or interrupted
+    answer: dict[str, Any]
 
 
 def start(store: Store, kind: str, version_id: int, task: Task) -> int:
@@ -30,3 +41,20 @@ def finish(store: Store, request_id: int, state: str, answer: dict[str, Any]) ->
             "UPDATE requests SET state=?, answer=?, finished=? WHERE id=?",
             (state, json.dumps(answer, default=str), time.time(), request_id),
         )
+
+
+def get(store: Store, request_id: int) -> Request | None:
+    """One served request: its task as the harness saw it, its state and its answer."""
+    row = store.query_one(
+        "SELECT id, kind, version_id, task, state, answer FROM requests WHERE id=?", (request_id,)
+    )
+    if row is None:
+        return None
+    return Request(
+        id=row["id"],
+        kind=row["kind"],
+        version_id=row["version_id"],
+        task=Task.model_validate_json(row["task"]),
+        state=row["state"],
+        answer=json.loads(row["answer"]) if row["answer"] else {},
+    )

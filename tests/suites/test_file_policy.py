@@ -28,9 +28,7 @@ def test_a_relative_file_suite_resolves_against_the_policy_folder(
     tmp_path: Path, asset_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "team" / "tasks").mkdir(parents=True)
-    (tmp_path / "team" / "tasks" / "mine.jsonl").write_text(
-        (EXAMPLE / "number.jsonl").read_text()
-    )
+    (tmp_path / "team" / "tasks" / "mine.jsonl").write_text((EXAMPLE / "number.jsonl").read_text())
     path = _policy(tmp_path / "team", 'name = "file:tasks/mine.jsonl"\ndev_size = 5\n'
                    "heldout_size = 20")  # fmt: skip
     monkeypatch.chdir(tmp_path)  # not the policy's folder

@@ -202,7 +202,7 @@ def test_empty_missing_and_non_utf8_files_are_refused(tmp_path: Path) -> None:
         FileSuite.load(tmp_path / "latin.jsonl")
     folder = tmp_path / "folder"
     folder.mkdir()
-    with pytest.raises(ConfigError, match="holds no .jsonl files"):
+    with pytest.raises(ConfigError, match=r"holds no \.jsonl files"):
         FileSuite.load(folder)
 
 

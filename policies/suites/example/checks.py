@@ -85,6 +85,6 @@ def passes_cases(function, expected):
             result = function(*case["args"])
         except Exception:
             return False
-        if result != case["out"] or type(result) is bool and type(case["out"]) is not bool:
+        if result != case["out"] or (type(result) is bool and type(case["out"]) is not bool):
             return False
     return True
