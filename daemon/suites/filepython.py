@@ -94,9 +94,7 @@ class Python:
         verdict = await checker.check_code(self.code_check(output, expected))
         if verdict.passed:
             return CheckResult(passed=True, detail="ok")
-        if verdict.kind == "failed":
-            return CheckResult(passed=False, detail=f"{self.label} did not accept the output")
-        return CheckResult(passed=False, detail=f"{self.label}: {verdict.detail}")
+        return CheckResult(passed=False, detail=f"{self.label}: {verdict.kind}: {verdict.detail}")
 
 
 def _defines(source: str, function: str) -> bool:
