@@ -56,6 +56,8 @@ VERBS: dict[str, str] = {
     "events": "recent events from the log",
     "ask": "answer a free-text question with the live harness",
     "run": "run one suite task (SUITE:ID) with the live harness",
+    "label": "make a served request a task of a private suite (expected answer and check)",
+    "suite_export": "a private suite of labelled requests, in the task-file format",
     "lineage": "the version tree and recent candidates",
     "show": "one version or candidate: patch, rationale, reports, verdict",
     "diff": "diff between two versions",

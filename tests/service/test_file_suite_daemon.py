@@ -1,0 +1,109 @@
+"""A daemon whose policy names a file suite runs its cycles on it, and live traffic becomes
+tasks: a labelled ``ask`` shows up in the exported suite, which loads as a suite again."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from daemon.suites.filesuite import FileSuite
+from tests.control.test_harnessctl import ctl
+from tests.daemon_process import start_daemon
+from tests.improve.patches import IMPROVE
+
+N = 8  # tasks: 2 dev, 6 held-out
+
+
+def _question(i: int) -> str:
+    return f"Q{i}: what is today's code word? Answer with the word only."
+
+
+def _world(tmp_path: Path) -> str:
+    team = tmp_path / "team"
+    team.mkdir()
+    check = {"type": "exact", "casefold": True}
+    tasks = [
+        {"id": f"word-{i}", "prompt": _question(i), "expected": f"word{i}", "check": check}
+        for i in range(N)
+    ]
+    (team / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    # The solver knows the words only when the harness asks for them (the IMPROVE patch).
+    rules = ['mode = "rules"']
+    for i in range(N):
+        rules += ["[[rules]]", f"match = {json.dumps('^Q' + str(i) + ':')}",
+                  'system = "MODE:GOOD"', f'content = "Word{i}"']  # fmt: skip
+    rules += ["[[rules]]", 'content = "I do not know."']
+    (tmp_path / "solver.toml").write_text("\n".join(rules) + "\n")
+    (tmp_path / "proposer.toml").write_text(
+        'mode = "sequence"\nafter_last = "repeat_last"\n[[replies]]\n'
+        f"content = {json.dumps(IMPROVE)}\n"
+    )
+    return f"""
+[models]
+primary = "scripted:{tmp_path / "solver.toml"}"
+panel = []
+[proposer]
+model = "scripted:{tmp_path / "proposer.toml"}"
+[suite]
+name = "file:team/tasks.jsonl"
+dev_size = 2
+heldout_size = 6
+split_seed = "file-suite"
+[sandbox]
+wall_s = 60.0
+concurrency = 3
+[pipeline]
+dev_max_regression = 1.0
+[loop]
+cycle_pause_s = 0.0
+max_cycles = 1
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(900)
+def test_a_daemon_runs_cycles_on_a_file_suite_and_labels_live_requests(
+    tmp_path: Path, asset_cache: Path
+) -> None:
+    daemon = start_daemon(tmp_path, asset_cache, _world(tmp_path))
+    try:
+        deadline = time.monotonic() + 700
+        while True:
+            with daemon.client() as c:
+                cands = c.call("lineage", candidates=5)["candidates"]
+            if cands and cands[0]["state"] in ("accepted", "rejected"):
+                break
+            assert time.monotonic() < deadline, daemon.log.read_text()[-3000:]
+            assert daemon.proc.poll() is None, daemon.log.read_text()[-3000:]
+            time.sleep(1.0)
+        with daemon.client() as c:
+            shown = c.call("show", ref=f"c{cands[0]['id']}")
+        assert shown["state"] == "accepted", shown["verdict"]
+        suites = {r["summary"]["suite"] for r in shown["reports"] if "summary" in r}
+        assert len(suites) == 1 and suites.pop().startswith("file:tasks@"), shown["reports"]
+
+        r = ctl(daemon, "ask", _question(3))
+        assert r.returncode == 0 and "Word3" in r.stdout, r.stderr
+        request = json.loads(ctl(daemon, "--json", "ask", _question(5)).stdout)["request"]
+        r = ctl(daemon, "label", str(request), "--suite", "team", "--expected", "word5",
+                "--check", '{"type": "exact", "casefold": true}')  # fmt: skip
+        assert r.returncode == 0 and "added to suite team (1 tasks" in r.stdout, r.stderr
+        r = ctl(daemon, "label", str(request), "--suite", "team", "--expected", "x")
+        assert r.returncode == 1 and "already has a task" in r.stderr, r.stderr
+        r = ctl(daemon, "label", str(request), "--suite", "team", "--check", "number",
+                "--expected", "five", "--id", "other")  # fmt: skip
+        assert r.returncode == 2 and "a 'number' check takes JSON" in r.stderr, r.stderr
+
+        r = ctl(daemon, "suite", "export", "team")
+        assert r.returncode == 0, r.stderr
+        (line,) = [json.loads(x) for x in r.stdout.splitlines()]
+        assert line["id"] == f"request-{request}" and line["prompt"] == _question(5)
+        assert line["expected"] == "word5" and line["notes"]["answer"] == "Word5"
+        out = tmp_path / "exported.jsonl"
+        assert ctl(daemon, "suite", "export", "team", "-o", str(out)).returncode == 0
+        assert FileSuite.load(out).task_ids() == [f"request-{request}"]
+    finally:
+        daemon.stop()
