@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from daemon.suites.bfcl import BfclSuite, _concrete
+from daemon.suites.bfcl import BfclSuite, concrete
 from daemon.suites.bfcl_checker import Answer, check_calls
 
 pytestmark = pytest.mark.unit
@@ -60,7 +60,7 @@ async def test_every_allowed_value_passes(bfcl: BfclSuite) -> None:
                     if value == "":
                         output[index]["arguments"].pop(param, None)
                     else:
-                        output[index]["arguments"][param] = _concrete(value)
+                        output[index]["arguments"][param] = concrete(value)
                     checked += 1
                     if not await _passes(bfcl, task_id, output):
                         failures.append((task_id, param, value))
