@@ -12,6 +12,7 @@ import pytest
 
 from daemon.config.settings import DEFAULT_STATE_DIR, PROJECT_ROOT
 from tests.daemon_process import RunningDaemon, start_daemon
+from tests.llama_server import LlamaServer, llama_server
 
 
 @pytest.fixture
@@ -78,3 +79,14 @@ def running_daemon(tmp_path: Path, asset_cache: Path) -> Iterator[RunningDaemon]
     finally:
         if daemon.proc.poll() is None:
             daemon.stop()
+
+
+@pytest.fixture(scope="session")
+def real_openai_server(
+    asset_cache: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LlamaServer]:
+    """llama.cpp's OpenAI-compatible server on the embedded model, for the whole session
+    (started on first use; tests that use it are marked ``model``)."""
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    with llama_server(asset_cache, log) as server:
+        yield server

@@ -43,7 +43,9 @@ def start_daemon(
     *,
     seed: Path | None = None,
     env: dict[str, str] | None = None,
+    settings_text: str = "",
 ) -> RunningDaemon:
+    """``settings_text``: more of ``harnessd.toml`` (provider tables), after the defaults."""
     state = tmp_path / "state"
     policy = tmp_path / "policy.toml"
     policy.write_text(policy_text or "[loop]\nenabled = false\n")
@@ -52,7 +54,7 @@ def start_daemon(
     config.write_text(
         f'state_dir = "{state}"\ncache_dir = "{asset_cache}"\npolicy = "{policy}"\n'
         f'harnesses_dir = "{tmp_path / "harnesses"}"\nseed = "{seed}"\n'
-        'log_format = "json"\n'
+        'log_format = "json"\n' + settings_text
     )
     log = tmp_path / "daemon.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESSD_")} | (env or {})

@@ -56,7 +56,16 @@ class ProposerPolicy(_Closed):
     max_tokens: Annotated[int, Field(gt=0, le=32768)] = 768
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.7
     failures_shown: Annotated[int, Field(ge=0, le=50)] = 4
-    verdicts_shown: Annotated[int, Field(ge=0, le=50)] = 5
+    # Earlier candidates in the proposer's archive: at most this many, within this budget.
+    verdicts_shown: Annotated[int, Field(ge=0, le=200)] = 12
+    archive_tokens: Annotated[int, Field(ge=0, le=100_000)] = 700
+    # "operations": typed edits of named targets under a JSON schema (small models);
+    # "text": search/replace blocks or diffs; "auto": operations for providers that need a
+    # grammar to write anything parseable (the embedded model), text otherwise.
+    protocol: Literal["auto", "text", "operations"] = "auto"
+    # Proposals sampled per cycle (same prompt, fresh seeds) until one passes the static
+    # stage; each is recorded as a candidate.
+    samples: Annotated[int, Field(ge=1, le=32)] = 4
 
 
 _BUILTIN_SUITE_RE = re.compile(r"^[a-z_]+(:[a-z_,]+)?$")

@@ -48,6 +48,10 @@ class AnthropicSettings(KeyedProvider):
 
 class OpenAISettings(KeyedProvider):
     api_key_env: str = "OPENAI_API_KEY"
+    # How a response schema is sent: "json_schema" (OpenAI, vLLM, Ollama, llama.cpp's own
+    # llama-server) or "json_object" with the schema beside it (llama-cpp-python's server,
+    # which refuses "json_schema").
+    structured_output: Literal["json_schema", "json_object"] = "json_schema"
 
 
 class LocalSettings(_Closed):

@@ -142,3 +142,36 @@ def finished_runs(store: Store) -> list[FinishedRun]:
         )
         for r in rows
     ]
+
+
+def candidates_run_on(store: Store, split: str) -> set[int]:
+    """Ids of the candidates with any evaluation on ``split`` (just the ids: for the
+    proposer, whether a candidate reached the held-out stage is all it may learn of it)."""
+    rows = store.query(
+        "SELECT DISTINCT candidate_id FROM evaluations WHERE candidate_id IS NOT NULL AND split=?",
+        (split,),
+    )
+    return {int(r["candidate_id"]) for r in rows}
+
+
+PROPOSER_SPLITS = ("smoke", "dev")
+
+
+def proposer_reports(store: Store, candidate_ids: list[int]) -> dict[int, dict[str, EvalReport]]:
+    """The newest finished smoke and dev report of each candidate, ``{id: {split: report}}``.
+
+    Only those splits are ever read here: this is what the proposer's archive is built from.
+    """
+    if not candidate_ids:
+        return {}
+    marks = ",".join("?" * len(candidate_ids))
+    rows = store.query(
+        f"SELECT candidate_id, split, report FROM evaluations WHERE candidate_id IN ({marks}) "
+        f"AND split IN ({','.join('?' * len(PROPOSER_SPLITS))}) AND report IS NOT NULL "
+        "AND state IN ('done','stopped') ORDER BY id",
+        (*candidate_ids, *PROPOSER_SPLITS),
+    )
+    found: dict[int, dict[str, EvalReport]] = {}
+    for row in rows:
+        found.setdefault(int(row["candidate_id"]), {})[row["split"]] = stored_report(row["report"])
+    return found

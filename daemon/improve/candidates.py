@@ -5,13 +5,15 @@ and applied once, into the candidate's own work tree (``work/c<id>/tree``), whic
 pipeline then evaluates and the lineage promotes; the normalised git diff is the lineage's
 record of it. Whatever happens, the candidate is recorded: an unparseable reply is a
 rejected candidate with its raw text kept, a patch that fails the static stage is rejected
-with the reason, and only a patch that passes goes on.
+with the reason, a duplicate of a program tried before is rejected without being evaluated
+again, and only a patch that passes goes on.
 """
 
 from __future__ import annotations
 
 import secrets
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,6 +75,11 @@ def check_text(
         shutil.rmtree(folder, ignore_errors=True)
 
 
+# Given a candidate's applied tree, why it is not worth evaluating (a duplicate of something
+# tried before, no change to the program), or None when it should go on.
+Screen = Callable[[Path], str | None]
+
+
 def record(
     lineage: Lineage,
     parent: Version,
@@ -83,35 +90,78 @@ def record(
     policy: PatchPolicy,
     work_dir: Path,
     rationale: str = "",
+    screen: Screen | None = None,
 ) -> Submitted:
     """Record ``text`` as a candidate of ``parent``; stage 1 decides if it goes on.
 
     On success the applied tree is kept at ``candidate_dir(work_dir, id)/tree``.
     """
-    parsed = parse_proposal(text)
+    return record_parsed(
+        lineage, parent, parse_proposal(text), text, source=source,
+        proposer_model=proposer_model, policy=policy, work_dir=work_dir,
+        rationale=rationale, screen=screen,
+    )  # fmt: skip
+
+
+def record_parsed(
+    lineage: Lineage,
+    parent: Version,
+    parsed: Proposal | ParseFailure | PatchRejected,
+    raw: str,
+    *,
+    source: str,
+    proposer_model: str | None,
+    policy: PatchPolicy,
+    work_dir: Path,
+    rationale: str = "",
+    screen: Screen | None = None,
+) -> Submitted:
+    """:func:`record` for a proposal parsed already (the edit-operation protocol makes one
+    from its JSON; ``PatchRejected``: an operation that could not be carried out). ``raw``
+    is kept as what the proposer wrote."""
     if isinstance(parsed, ParseFailure):
         why = (rationale or parsed.rationale)[:RATIONALE_LIMIT]
         cid = lineage.add_unparseable(parent, source, proposer_model, parsed, why)
         return Submitted(cid, False, f"unparseable: {parsed.reason}", "")
+    if isinstance(parsed, PatchRejected):
+        return _rejected(lineage, parent, source, proposer_model, rationale, "", raw, parsed.reason)
     why = (rationale or parsed.rationale)[:RATIONALE_LIMIT]
     work_dir.mkdir(parents=True, exist_ok=True)
     pending = work_dir / f"pending-{secrets.token_hex(6)}"
     try:
         result = _apply_checked(parsed, lineage.path(parent), policy, pending / TREE)
         if isinstance(result, PatchRejected):
-            verdict = Verdict(decision="reject", stage="static", reason=result.reason)
-            cid = lineage.add_candidate(
-                parent, source, proposer_model, why, "", text,
-                state="rejected", stage="static", verdict=verdict,
-            )  # fmt: skip
-            return Submitted(cid, False, result.reason, "")
-        cid = lineage.add_candidate(parent, source, proposer_model, why, result.git_diff, text)
+            return _rejected(lineage, parent, source, proposer_model, why, "", raw, result.reason)
+        refused = screen(result.dest_dir) if screen is not None else None
+        if refused is not None:
+            return _rejected(
+                lineage, parent, source, proposer_model, why, result.git_diff, raw, refused
+            )
+        cid = lineage.add_candidate(parent, source, proposer_model, why, result.git_diff, raw)
         final = candidate_dir(work_dir, cid)
         shutil.rmtree(final, ignore_errors=True)  # ids only grow: a leftover of a crash
         pending.rename(final)
         return Submitted(cid, True, "", result.git_diff, final / TREE)
     finally:
         shutil.rmtree(pending, ignore_errors=True)
+
+
+def _rejected(
+    lineage: Lineage,
+    parent: Version,
+    source: str,
+    proposer_model: str | None,
+    rationale: str,
+    patch: str,
+    raw: str,
+    reason: str,
+) -> Submitted:
+    verdict = Verdict(decision="reject", stage="static", reason=reason)
+    cid = lineage.add_candidate(
+        parent, source, proposer_model, rationale[:RATIONALE_LIMIT], patch, raw,
+        state="rejected", stage="static", verdict=verdict,
+    )  # fmt: skip
+    return Submitted(cid, False, reason, patch)
 
 
 def materialise(lineage: Lineage, candidate_id: int, work_dir: Path) -> Path:

@@ -10,23 +10,33 @@ the event log each time it starts or stops waiting.
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
 
 from daemon.errors import BudgetExceeded, ProviderError, SandboxError, Unavailable, first_outage
+from daemon.evaluation import results
 from daemon.evaluation.coverage import read_sources
 from daemon.evaluation.health import describe
 from daemon.evaluation.runtime import Runtime
 from daemon.gateway import ledger
 from daemon.gateway.ledger import Charge
-from daemon.improve import candidates
+from daemon.gateway.metering import MeteredModel
+from daemon.improve import archive, candidates, edit_protocol
 from daemon.improve.pipeline import Pipeline
-from daemon.improve.proposer import FailedTask, build_prompt, proposal_request, structured_to_text
+from daemon.improve.proposer import FailedTask, build_prompt, proposal_request
+from daemon.improve.tried import TriedPrograms
 from daemon.lineage import Lineage, Version
+from daemon.patches import ParseFailure, PatchRejected, Proposal, parse_proposal
+from daemon.patches.identity import fingerprint
+from daemon.patches.operations import Operation
+from daemon.patches.targets import Targets, find_targets
+from daemon.providers.base import Message
 from daemon.verdict import Verdict
 
 log = logging.getLogger("harnessd.loop")
@@ -56,12 +66,24 @@ class LoopControl:
         self.activity = text
 
 
+@dataclass(frozen=True)
+class Ask:
+    """One prompt to the proposer, sampled once or more."""
+
+    parent: Version
+    model: MeteredModel
+    messages: list[Message]
+    sources: dict[str, str]
+    targets: Targets | None  # the edit-operation protocol's; None: free text
+
+
 class ImprovementLoop:
     def __init__(self, rt: Runtime, lineage: Lineage, control: LoopControl) -> None:
         self.rt = rt
         self.lineage = lineage
         self.control = control
         self.pipeline = Pipeline(rt, lineage, control.set_activity)
+        self.tried = TriedPrograms(lineage)
 
     async def _sleep_or_poke(self, seconds: float) -> None:
         with anyio.move_on_after(seconds):
@@ -185,7 +207,8 @@ class ImprovementLoop:
     async def _record(
         self,
         parent: Version,
-        text: str,
+        parsed: Proposal | ParseFailure | PatchRejected,
+        raw: str,
         *,
         source: str,
         model: str | None,
@@ -195,9 +218,11 @@ class ImprovementLoop:
         policy = self.rt.policy.get()
 
         def record() -> candidates.Submitted:
-            return candidates.record(
-                self.lineage, parent, text, source=source, proposer_model=model,
+            self.tried.refresh()
+            return candidates.record_parsed(
+                self.lineage, parent, parsed, raw, source=source, proposer_model=model,
                 policy=policy.patch, work_dir=self.rt.work_dir, rationale=rationale,
+                screen=lambda tree: self.tried.screen(parent, tree),
             )  # fmt: skip
 
         sub = await anyio.to_thread.run_sync(record)
@@ -223,13 +248,35 @@ class ImprovementLoop:
         """Record a person's (or another agent's) patch against the live version; if it
         passes the static stage it joins the queue, ahead of the next proposal."""
         parent = await anyio.to_thread.run_sync(self.lineage.current)
-        sub = await self._record(parent, text, source="external", model=None, rationale=rationale)
+        sub = await self._record(
+            parent, parse_proposal(text), text, source="external", model=None,
+            rationale=rationale,
+        )  # fmt: skip
         if sub.accepted_for_evaluation:
             self.control.queue.append(sub.candidate_id)
             self.control.poke()
         return sub
 
     async def _propose(self) -> int | None:
+        """Sample up to ``[proposer] samples`` proposals from one prompt; each is recorded,
+        and the first that passes the static stage (it applies, compiles and is no program
+        tried before) is the cycle's candidate."""
+        ask = await self.prepare_proposal()
+        samples = self.rt.policy.get().proposer.samples
+        for sample in range(1, samples + 1):
+            self.control.set_activity(
+                f"asking {ask.model.ref} for a patch to {ask.parent.name} "
+                f"(sample {sample} of {samples})"
+            )
+            sub = await self.sample(ask)
+            if sub is None:
+                return None  # the proposer's budget refused
+            if sub.accepted_for_evaluation:
+                return sub.candidate_id
+        return None
+
+    async def prepare_proposal(self) -> Ask:
+        """The prompt for the live version: its dev report, source, targets and archive."""
         policy = self.rt.policy.get()
         parent = await anyio.to_thread.run_sync(self.lineage.current)
         dev = await self.pipeline.baseline(parent, "dev", policy.models.primary)
@@ -239,37 +286,75 @@ class ImprovementLoop:
             for t in dev.tasks
             if not t.passed
         ][: policy.proposer.failures_shown]
-        verdicts = await anyio.to_thread.run_sync(
-            self._recent_verdicts, policy.proposer.verdicts_shown
-        )
         sources = await anyio.to_thread.run_sync(read_sources, self.lineage.path(parent))
-        model_ref = policy.proposer.model
-        model = self.rt.model(model_ref)
+        model = self.rt.model(policy.proposer.model)
+        protocol = policy.proposer.protocol
+        if protocol == "auto":
+            protocol = "operations" if model.capabilities.structured_edits else "text"
+        targets = find_targets(sources) if protocol == "operations" else None
+        archive_text = await anyio.to_thread.run_sync(self._archive, parent)
+        messages = build_prompt(sources, dev, failures, archive_text, targets)
+        return Ask(parent, model, messages, sources, targets)
+
+    async def sample(self, ask: Ask) -> candidates.Submitted | None:
+        """One proposal for ``ask``, with a fresh seed, recorded as a candidate (None: the
+        proposer's budget refused it)."""
+        policy = self.rt.policy.get().proposer
+        schema = None
+        if ask.targets is not None:
+            schema = await anyio.to_thread.run_sync(
+                self._schema, ask.parent, ask.sources, ask.targets
+            )
         request = proposal_request(
-            build_prompt(sources, dev, failures, verdicts),
-            max_tokens=policy.proposer.max_tokens,
-            temperature=policy.proposer.temperature,
-            structured_files=list(sources) if model.capabilities.structured_edits else None,
-        )
+            ask.messages, max_tokens=policy.max_tokens, temperature=policy.temperature,
+            schema=schema, seed=secrets.randbelow(2**31),
+        )  # fmt: skip
         run_id = f"prop-{uuid.uuid4().hex[:12]}"
-        self.control.set_activity(f"asking {model_ref} for a patch to {parent.name}")
-        charge = Charge(model=model_ref, purpose="propose", run_id=run_id, version_id=parent.id)
+        charge = Charge(
+            model=ask.model.ref, purpose="propose", run_id=run_id, version_id=ask.parent.id
+        )
         try:
-            reply = await model.chat(request, charge)
+            reply = await ask.model.chat(request, charge)
         except BudgetExceeded as exc:
             await self.rt.emit("budget.paused", f"proposer refused: {exc}", level="warning")
             return None
         text = reply.content or ""
-        if request.response_schema is not None:
-            text = structured_to_text(text)
-        sub = await self._record(parent, text, source="proposer", model=model_ref, run_id=run_id)
-        return sub.candidate_id if sub.accepted_for_evaluation else None
+        parsed = (
+            parse_proposal(text)
+            if ask.targets is None
+            else edit_protocol.to_proposal(text, ask.sources, ask.targets)
+        )
+        return await self._record(
+            ask.parent, parsed, text, source="proposer", model=ask.model.ref, run_id=run_id
+        )
 
-    def _recent_verdicts(self, limit: int) -> list[str]:
-        lines = []
-        for cand in self.lineage.candidates(limit=limit):
-            if cand.verdict is None:
-                continue
-            line = cand.verdict.line()
-            lines.append(f"c{cand.id} ({cand.rationale[:80]!r}): {line}")
-        return lines
+    def _schema(self, parent: Version, sources: dict[str, str], targets: Targets) -> dict[str, Any]:
+        """The reply schema, without constant values whose program was tried already."""
+        self.tried.refresh()
+
+        def offered(op: Operation) -> bool:
+            try:
+                after = edit_protocol.preview(sources, targets, op)
+            except PatchRejected:
+                return False
+            return self.tried.refusal(parent, fingerprint(_encoded(after))) is None
+
+        return edit_protocol.operations_schema(targets, offered)
+
+    def _reached_heldout(self) -> set[int]:
+        """The candidates that got to the held-out stage: of each, the proposer learns only
+        whether it was promoted (``archive.proposer_verdict``)."""
+        return results.candidates_run_on(self.rt.store, "heldout")
+
+    def _archive(self, live: Version) -> str:
+        policy = self.rt.policy.get()
+        return archive.build(
+            self.lineage, self.rt.store, live, heldout_ids=self._reached_heldout(),
+            model=policy.models.primary,
+            max_entries=policy.proposer.verdicts_shown,
+            budget_tokens=policy.proposer.archive_tokens,
+        )  # fmt: skip
+
+
+def _encoded(sources: dict[str, str]) -> dict[str, bytes]:
+    return {path: text.encode("utf-8") for path, text in sources.items()}

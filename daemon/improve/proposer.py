@@ -1,11 +1,17 @@
-"""The proposer: show a model the live harness and what went wrong on the dev split, and
-ask for one patch with a short rationale.
+"""The proposer: show a model the live harness, what went wrong on the dev split and what was
+tried before, and ask for one patch with a short rationale.
 
-What the proposer may see is decided here and nowhere else: harness source, the dev-split
-report of the live version (failed tasks with prompts, transcripts and expected answers,
-claimed vs verified, the token profile, never-executed code) and recent verdict lines
-(pass/fail and which gate). Held-out ids, prompts, answers and scores never enter the
-prompt: this module is never handed a held-out report.
+What the proposer may see is decided here and in :mod:`daemon.improve.archive` and nowhere
+else: harness source, the dev-split report of the live version (failed tasks with prompts,
+transcripts and expected answers, claimed vs verified, the token profile, never-executed
+code) and the archive of earlier candidates, whose held-out outcomes are shown only as
+"promoted" or "not promoted" (the lineage-wide error bound depends on it). Held-out ids,
+prompts, answers, scores, e-values, task counts and timings never enter the prompt: this
+module is never handed a held-out report.
+
+Two protocols: free text (search/replace blocks or unified diffs, for models that write
+them) and typed edit operations under a JSON schema (:mod:`daemon.improve.edit_protocol`,
+for small models that only write well-formed output under a grammar).
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from daemon.evaluation.report import EvalReport, TaskResult
+from daemon.improve import edit_protocol
+from daemon.patches.targets import Targets
 from daemon.providers.base import ChatRequest, Message
 
 SYSTEM = """\
@@ -38,34 +46,6 @@ the new lines
 A unified diff (---/+++/@@) is accepted too."""
 
 
-def edit_schema(files: list[str]) -> dict[str, Any]:
-    """A JSON schema for a proposal, for models that need a grammar to write anything
-    parseable (the embedded one). File names are pinned to the harness's own."""
-    return {
-        "type": "object",
-        "properties": {
-            # Bounded, so a rambling small model still gets to the edits within max_tokens
-            # (llama.cpp grammars take bounds up to a few hundred; see local_grammar.MAX_REPEAT).
-            "rationale": {"type": "string", "maxLength": 240},
-            "edits": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": 3,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "file": {"type": "string", "enum": sorted(files)},
-                        "search": {"type": "string"},
-                        "replace": {"type": "string"},
-                    },
-                    "required": ["file", "search", "replace"],
-                },
-            },
-        },
-        "required": ["rationale", "edits"],
-    }
-
-
 @dataclass(frozen=True)
 class FailedTask:
     """One failed dev task as the proposer may see it."""
@@ -79,20 +59,35 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f" …[{len(text) - limit} more]"
 
 
-def _failure_block(f: FailedTask) -> str:
+@dataclass(frozen=True)
+class Clips:
+    """How much of each failed task is shown (the operation protocol's small models have a
+    small context, so they get less of each)."""
+
+    prompt: int = 600
+    output: int = 400
+    detail: int = 300
+    transcript_steps: int = 4
+    step: int = 300
+
+
+COMPACT = Clips(prompt=300, output=160, detail=160, transcript_steps=1, step=200)
+
+
+def _failure_block(f: FailedTask, clips: Clips) -> str:
     r = f.result
     question = " / ".join(m.content or "" for m in f.prompt if m.role in ("system", "user"))
     lines = [
         f"- task {r.id}: {'error ' + r.error if r.error else 'wrong answer'}"
         f" (claimed success: {r.claimed_success}, tokens: {r.tokens})",
-        f"  prompt: {_clip(question, 600)}",
-        f"  harness output: {_clip(json.dumps(r.output, default=str), 400)}",
-        f"  expected: {_clip(json.dumps(f.expected, default=str), 400)}",
+        f"  prompt: {_clip(question, clips.prompt)}",
+        f"  harness output: {_clip(json.dumps(r.output, default=str), clips.output)}",
+        f"  expected: {_clip(json.dumps(f.expected, default=str), clips.output)}",
     ]
     if r.detail:
-        lines.append(f"  verifier: {_clip(r.detail, 300)}")
-    for step in r.transcript[:4]:
-        lines.append(f"  transcript: {_clip(json.dumps(step, default=str), 300)}")
+        lines.append(f"  verifier: {_clip(r.detail, clips.detail)}")
+    for step in r.transcript[: clips.transcript_steps]:
+        lines.append(f"  transcript: {_clip(json.dumps(step, default=str), clips.step)}")
     return "\n".join(lines)
 
 
@@ -100,11 +95,21 @@ def build_prompt(
     sources: dict[str, str],
     dev: EvalReport,
     failures: list[FailedTask],
-    verdict_lines: list[str],
+    archive: str,
+    targets: Targets | None = None,
 ) -> list[Message]:
+    """The proposer's messages. With ``targets``, the edit-operation protocol (numbered
+    source and its targets, compact failures); without, the free-text patch protocol."""
     if dev.split != "dev":
         raise ValueError("the proposer may only see dev-split reports")
-    files = "\n\n".join(f"{name}\n```python\n{text}\n```" for name, text in sorted(sources.items()))
+    if targets is None:
+        system, clips = SYSTEM, Clips()
+        harness = "\n\n".join(
+            f"{name}\n```python\n{text}\n```" for name, text in sorted(sources.items())
+        )
+    else:
+        system, clips = edit_protocol.SYSTEM, COMPACT
+        harness = edit_protocol.targets_section(sources, targets)
     never = [
         f"{n.file} lines {', '.join(f'{a}-{b}' if a != b else str(a) for a, b in n.ranges)}"
         + (f" (functions: {', '.join(n.functions)})" if n.functions else "")
@@ -118,19 +123,19 @@ def build_prompt(
     )
     parts = [
         "# Harness source",
-        files,
+        harness,
         "# How the current harness did",
         profile,
         "# Code that never ran on the dev tasks",
         "\n".join(never) or "none",
         "# Failed dev tasks",
-        "\n".join(_failure_block(f) for f in failures) or "none",
-        "# Recent verdicts on earlier proposals",
-        "\n".join(verdict_lines) or "none yet",
+        "\n".join(_failure_block(f, clips) for f in failures) or "none",
+        "# Earlier proposals and what came of them",
+        archive,
         "Propose one change now.",
     ]
     return [
-        Message(role="system", content=SYSTEM),
+        Message(role="system", content=system),
         Message(role="user", content="\n\n".join(parts)),
     ]
 
@@ -140,30 +145,14 @@ def proposal_request(
     *,
     max_tokens: int,
     temperature: float,
-    structured_files: list[str] | None,
+    schema: dict[str, Any] | None = None,
+    seed: int | None = None,
 ) -> ChatRequest:
-    """``structured_files``: ask for JSON edits of these files (None: free text)."""
-    schema = edit_schema(structured_files) if structured_files is not None else None
+    """``schema``: the edit-operation protocol's reply schema (None: free text)."""
     return ChatRequest(
-        messages=messages, max_tokens=max_tokens, temperature=temperature, response_schema=schema
+        messages=messages,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        response_schema=schema,
+        seed=seed,
     )
-
-
-def structured_to_text(content: str) -> str:
-    """Render a JSON edit list (structured output) as search/replace blocks for the parser.
-
-    Anything that is not the expected JSON is returned unchanged, so the parser records it
-    as an unparseable proposal with the raw text kept.
-    """
-    try:
-        data = json.loads(content)
-        edits = data["edits"]
-        blocks = [f"Rationale: {str(data.get('rationale', '')).strip()}"]
-        for e in edits:
-            blocks.append(
-                f"{e['file']}\n<<<<<<< SEARCH\n{str(e['search']).rstrip(chr(10))}\n=======\n"
-                f"{str(e['replace']).rstrip(chr(10))}\n>>>>>>> REPLACE"
-            )
-        return "\n\n".join(blocks)
-    except (ValueError, KeyError, TypeError):
-        return content

@@ -68,6 +68,7 @@ def make_provider(ref: str, settings: LoadedSettings, retry: RetryPolicy) -> Pro
             key_hint=_key_hint("openai", s.openai, settings),
             base_url=s.openai.base_url,
             retry=retry,
+            structured_output=s.openai.structured_output,
         )
     if kind == "local":
         from daemon.providers.local_llama import LocalProvider, local_model_path

@@ -52,6 +52,9 @@ class ChatRequest(_Model):
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     # A JSON schema the reply's content must follow (structured output).
     response_schema: dict[str, Any] | None = None
+    # The sampling seed of this call; None: the provider's own (the embedded model's is
+    # [local] seed). The proposer sets it so that several samples of one prompt differ.
+    seed: int | None = Field(default=None, ge=0, lt=2**31)
 
 
 class Usage(_Model):

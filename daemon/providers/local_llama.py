@@ -17,11 +17,12 @@ A schema llama.cpp's converter rejects is relaxed, with a warning in the log, ne
 silently: a tool's arguments to any JSON object, a ``response_schema`` to any JSON object.
 BFCL's informal type names (``dict``, ``float``, ``tuple``, ``any``) are read as their
 JSON-schema meaning first. Greedy decoding (temperature 0) with the configured seed is
-deterministic. Usage is llama.cpp's own token count of the prompt and the completion.
-A cancelled call stops at the next generated token, or at the next chunk of the prompt
-while the prompt is being read; what it spent until then is still charged. The caller
-waits for that at most ``CANCEL_WAIT_S``. The prompt is built with the GGUF's own chat
-template (ChatML when the file has none).
+deterministic; a request's own ``seed`` replaces the configured one for that call. Usage
+is llama.cpp's own token count of the prompt and the completion. A cancelled call stops
+at the next generated token, or at the next chunk of the prompt while the prompt is being
+read; what it spent until then is still charged. The caller waits for that at most
+``CANCEL_WAIT_S``. The prompt is built with the GGUF's own chat template (ChatML when the
+file has none).
 """
 
 from __future__ import annotations
@@ -332,7 +333,7 @@ class LocalProvider:
             prompt=tokens,
             max_tokens=min(request.max_tokens, room),
             temperature=request.temperature,
-            seed=self._cfg.seed,
+            seed=self._cfg.seed if request.seed is None else request.seed,
             stop=[model.eos] if model.eos else [],
             grammar=grammar,
             stopping_criteria=llama_cpp.StoppingCriteriaList([stop_if_cancelled]),

@@ -1,9 +1,13 @@
 """``openai:<model>``: Chat Completions through the official async SDK, any compatible server.
 
 With ``[openai] base_url`` set, any OpenAI-compatible server works (vLLM, llama.cpp's
-server, Ollama). Structured output is ``response_format`` ``json_schema``. The completion
-cap is sent as ``max_completion_tokens`` to OpenAI itself (its newer models reject
-``max_tokens``) and as ``max_tokens`` to other servers, which all accept that one.
+server, Ollama). Structured output is ``response_format`` ``json_schema``, or with
+``[openai] structured_output = "json_object"`` the older ``json_object`` form with the
+schema beside it (llama-cpp-python's server accepts only that one). With tools,
+``tool_choice`` is sent as ``"auto"``: OpenAI's default, but some servers (llama-cpp-python's)
+ignore the tools unless it is given. A request's ``seed`` is sent as ``seed``. The
+completion cap is sent as ``max_completion_tokens`` to OpenAI itself (its newer models
+reject ``max_tokens``) and as ``max_tokens`` to other servers, which all accept that one.
 
 Tool-call arguments arrive as a JSON string; when a model writes arguments that are not
 a JSON object, the call is kept with ``arguments = {"_raw": "<the text>"}`` so the harness
@@ -13,7 +17,7 @@ sees the model's mistake instead of losing the call.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 import openai
 
@@ -45,9 +49,9 @@ def _message(message: Message) -> dict[str, Any]:
             "tool_call_id": message.tool_call_id or "",
             "content": message.content or "",
         }
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.role != "assistant":
-        out["content"] = message.content or ""
+    # Always a string, "" for an assistant turn that only calls tools: OpenAI takes null or
+    # "", but some compatible servers (llama-cpp-python's) refuse null or a missing key.
+    out: dict[str, Any] = {"role": message.role, "content": message.content or ""}
     if message.name is not None and message.role in ("system", "user"):
         out["name"] = message.name
     if message.tool_calls:
@@ -62,13 +66,20 @@ def _message(message: Message) -> dict[str, Any]:
     return out
 
 
-def to_openai(request: ChatRequest, *, official: bool) -> dict[str, Any]:
+StructuredOutput = Literal["json_schema", "json_object"]
+
+
+def to_openai(
+    request: ChatRequest, *, official: bool, structured: StructuredOutput = "json_schema"
+) -> dict[str, Any]:
     """The keyword arguments of ``chat.completions.create`` (without the model)."""
     kwargs: dict[str, Any] = {
         "messages": [_message(m) for m in request.messages],
         "temperature": request.temperature,
         ("max_completion_tokens" if official else "max_tokens"): request.max_tokens,
     }
+    if request.seed is not None:
+        kwargs["seed"] = request.seed
     if request.tools:
         kwargs["tools"] = [
             {
@@ -81,7 +92,10 @@ def to_openai(request: ChatRequest, *, official: bool) -> dict[str, Any]:
             }
             for t in request.tools
         ]
-    if request.response_schema is not None:
+        kwargs["tool_choice"] = "auto"
+    if request.response_schema is not None and structured == "json_object":
+        kwargs["response_format"] = {"type": "json_object", "schema": request.response_schema}
+    elif request.response_schema is not None:
         kwargs["response_format"] = {
             "type": "json_schema",
             "json_schema": {"name": "response", "schema": request.response_schema},
@@ -136,9 +150,11 @@ class OpenAIProvider(EstimatesPromptTokens):
         key_hint: str,
         base_url: str | None,
         retry: RetryPolicy,
+        structured_output: StructuredOutput = "json_schema",
     ) -> None:
         self.ref = ref
         self._model = model
+        self._structured: StructuredOutput = structured_output
         self._key_hint = key_hint
         self._retries = retry.max_retries
         self._client = openai.AsyncOpenAI(
@@ -152,7 +168,7 @@ class OpenAIProvider(EstimatesPromptTokens):
         self._official = self._client.base_url.host.endswith("openai.com")
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
-        kwargs = to_openai(request, official=self._official)
+        kwargs = to_openai(request, official=self._official, structured=self._structured)
         try:
             completion = await self._client.chat.completions.create(model=self._model, **kwargs)
         except openai.APIStatusError as exc:

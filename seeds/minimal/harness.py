@@ -15,6 +15,7 @@ import re
 
 MAX_STEPS = 4  # model calls per task, at most
 MAX_TOKENS = 512  # tokens the model may write per call
+INSTRUCTIONS = ""  # system text put before every task's prompt ("": none)
 CODE_BLOCK = re.compile(r"```(?:python|py)?[^\n]*\n(.*?)(?:```|$)", re.DOTALL)
 
 
@@ -23,6 +24,8 @@ class State:
 
     def __init__(self, task):
         self.messages = [dict(message) for message in task["prompt"]]
+        if INSTRUCTIONS:
+            self.messages.insert(0, {"role": "system", "content": INSTRUCTIONS})
         self.calls = []  # every call the model chose: {"name", "arguments"}
         self.reply = None  # the model's last reply
         self.steps = 0

@@ -91,6 +91,8 @@ panel = ["scripted:{b}"]
 
 [proposer]
 model = "scripted:{proposer}"
+# The scripts hold one reply per cycle.
+samples = 1
 
 [suite]
 name = "{SUITE}"

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from daemon.evaluation.coverage import NeverExecuted
 from daemon.evaluation.report import CoverageReport, EvalReport, TaskResult, build_report
-from daemon.improve.proposer import FailedTask, build_prompt, proposal_request, structured_to_text
-from daemon.patches import Proposal, parse_proposal
+from daemon.improve.proposer import FailedTask, build_prompt, proposal_request
+from daemon.patches.targets import find_targets
 from daemon.providers.base import Message
 
 pytestmark = pytest.mark.unit
@@ -44,53 +43,37 @@ def test_prompt_shows_dev_failures_with_expected_answers_and_dead_code() -> None
         {"harness.py": SEED.read_text()},
         dev,
         [failure],
-        ["c3 ('x'): rejected at heldout: tokens"],
+        "c3 on v0001 (proposer): not promoted",
     )
     text = messages[1].content or ""
     assert "def solve(task, ctx):" in text
     assert "Find the area of a triangle" in text and "triangle_area" in text
     assert "expected 1 call, got 0" in text
     assert "harness.py lines 41-42 (functions: f)" in text
-    assert "rejected at heldout: tokens" in text
+    assert "c3 on v0001 (proposer): not promoted" in text
     assert "verified accuracy 50%" in text and "gap +50%" in text
+    assert "<<<<<<< SEARCH" in (messages[0].content or "")
+
+
+def test_the_operation_protocol_shows_numbered_source_and_targets() -> None:
+    sources = {"harness.py": SEED.read_text()}
+    messages = build_prompt(sources, _report("dev"), [], "nothing tried yet", find_targets(sources))
+    system, text = messages[0].content or "", messages[1].content or ""
+    assert '"op": "set"' in system and "SEARCH" not in system
+    assert " 16| MAX_STEPS = 4" in text and "# Constants you can set" in text
 
 
 def test_the_proposer_is_never_handed_a_heldout_report() -> None:
     with pytest.raises(ValueError, match="dev-split"):
-        build_prompt({"harness.py": ""}, _report("heldout"), [], [])
+        build_prompt({"harness.py": ""}, _report("heldout"), [], "")
 
 
-def test_structured_edits_become_search_replace_blocks() -> None:
-    source = SEED.read_text()
-    reply = json.dumps(
-        {
-            "rationale": "drop duplicate calls",
-            "edits": [
-                {
-                    "file": "harness.py",
-                    "search": "    output = answer(task, state)\n",
-                    "replace": "    output = answer(task, state)\n    output = output\n",
-                }
-            ],
-        }
-    )
-    parsed = parse_proposal(structured_to_text(reply))
-    assert isinstance(parsed, Proposal), parsed
-    assert parsed.rationale == "drop duplicate calls"
-    assert "    output = answer(task, state)" in source
-    # Not JSON at all: passed through for the parser to record as unparseable.
-    assert structured_to_text("no idea") == "no idea"
-
-
-def test_structured_request_pins_file_names() -> None:
+def test_requests_carry_the_schema_and_a_seed() -> None:
+    schema = {"type": "object"}
     request = proposal_request(
-        [Message(role="user", content="x")], max_tokens=100, temperature=0.5,
-        structured_files=["harness.py", "helpers.py"],
+        [Message(role="user", content="x")], max_tokens=100, temperature=0.5, schema=schema,
+        seed=7,
     )  # fmt: skip
-    assert request.response_schema is not None
-    items = request.response_schema["properties"]["edits"]["items"]
-    assert items["properties"]["file"]["enum"] == ["harness.py", "helpers.py"]
-    free = proposal_request(
-        [Message(role="user", content="x")], max_tokens=1, temperature=0, structured_files=None
-    )
-    assert free.response_schema is None
+    assert request.response_schema == schema and request.seed == 7
+    free = proposal_request([Message(role="user", content="x")], max_tokens=1, temperature=0)
+    assert free.response_schema is None and free.seed is None

@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""Proposer figures: of N proposals, the share that parse, apply and compile, pass the smoke
+stage, pass the dev screen (and so reach the held-out stage); tokens and seconds each.
+
+Every proposal goes through the daemon's own code: ``ImprovementLoop.prepare_proposal`` and
+``sample`` (the prompt with its archive, the policy's protocol, a fresh seed, the static
+stage with its duplicate screen, the lineage record), then the smoke and dev stages in the
+real sandbox by the pipeline's rules (``SMOKE_FAILURES``, ``[pipeline] dev_max_regression``).
+The held-out stage itself is not run (about ten minutes a candidate on the embedded model);
+a candidate that passes the dev screen is counted as reaching it and recorded as such, so
+the archive of later prompts shows it as the daemon would ("not promoted"). The parent
+stays the seed: every proposal is measured against the same harness. As in the loop,
+``[proposer] samples`` proposals share one prompt and are drawn back to back (so llama.cpp
+reuses the prompt it has just read); the prompt is then rebuilt with the archive.
+
+Smoke runs for every new proposal as soon as its prompt's samples are drawn; dev screens
+(ten tasks each) run after that, for those that passed smoke, in order, until
+``--dev-deadline`` (minutes from the start) if one is given: on a loaded machine the dev
+screens take most of the time, and the summary says how many were screened.
+
+Each proposal is classified by re-running the stages on what the model wrote: it parses
+(is the protocol's JSON, or a patch for the text protocol); it applies (lands on the
+harness, a no-op included); it compiles (the static stage passes); it is new (not a no-op,
+not a duplicate of anything tried before: what the loop then evaluates).
+
+Usage: .venv/bin/python scripts/bench_proposer.py [--proposals 30] [--policy FILE]
+       [--config harnessd.toml] [--state DIR] [--json FILE] [--dev-deadline MINUTES]
+
+A fresh state dir is made under /tmp unless --state names one (it must not hold a lineage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import anyio
+
+from daemon.config.policy import PatchPolicy, load_policy
+from daemon.config.reload import PolicyHolder
+from daemon.config.settings import LoadedSettings, load_settings
+from daemon.config.statedir import prepare_state_dir
+from daemon.evaluation.evaluator import Subject, evaluate
+from daemon.evaluation.report import EvalReport
+from daemon.evaluation.runtime import Runtime, eval_instance, open_runtime
+from daemon.gateway import ledger
+from daemon.improve import candidates, edit_protocol
+from daemon.improve.loop import Ask, ImprovementLoop, LoopControl
+from daemon.improve.pipeline import SMOKE_FAILURES
+from daemon.lineage import Lineage, Version
+from daemon.patches import (
+    ParseFailure,
+    PatchRejected,
+    Proposal,
+    apply_proposal,
+    parse_proposal,
+    static_check,
+)
+from daemon.store import Store
+from daemon.verdict import GateResult, Stage, Verdict
+from sandbox.labels import instance_id
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Row:
+    candidate: int
+    seconds: float
+    prompt_tokens: int
+    completion_tokens: int
+    parses: bool
+    applies: bool
+    compiles: bool
+    new: bool
+    smoke: bool = False
+    dev_screen: bool | None = None  # None: passed smoke, dev screen not run (deadline)
+    reason: str = ""
+    reply: str = ""
+
+
+def _stages(
+    ask: Ask, base: Path, raw: str, policy: PatchPolicy, scratch: Path
+) -> tuple[bool, bool, bool]:
+    """(parses, applies, compiles) of a reply, re-derived from what the model wrote."""
+    parsed: Proposal | ParseFailure | PatchRejected = (
+        parse_proposal(raw)
+        if ask.targets is None
+        else edit_protocol.to_proposal(raw, ask.sources, ask.targets)
+    )
+    if isinstance(parsed, ParseFailure):
+        return False, False, False
+    if isinstance(parsed, PatchRejected):
+        return True, False, False
+    if not parsed.edits:
+        return True, True, True  # a no-op lands and compiles; the screen refuses it
+    dest = scratch / "tree"
+    try:
+        applied = apply_proposal(base, parsed, dest)
+    except PatchRejected as exc:
+        return True, "changes nothing" in exc.reason, "changes nothing" in exc.reason
+    try:
+        static_check(applied, policy)
+        return True, True, True
+    except PatchRejected:
+        return True, True, False
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
+
+
+async def _smoke(rt: Runtime, lineage: Lineage, cid: int) -> bool:
+    """Whether the candidate passes the smoke stage, run as the pipeline runs it; a failure
+    is recorded as its verdict."""
+    policy = rt.policy.get()
+    tree = await anyio.to_thread.run_sync(candidates.materialise, lineage, cid, rt.work_dir)
+    subject = Subject(tree, f"c{cid}", candidate_id=cid, version_id=None)
+    await anyio.to_thread.run_sync(lambda: lineage.set_candidate(cid, "evaluating", "smoke"))
+    smoke = await evaluate(rt, subject, split="smoke", task_ids=rt.splits().dev[:1],
+                           model=policy.models.primary, keep_transcripts=True)  # fmt: skip
+    failed = [t for t in smoke.tasks if t.error in SMOKE_FAILURES]
+    if failed:
+        verdict = Verdict(decision="reject", stage="smoke",
+                          reason=f"smoke task {failed[0].id}: {failed[0].detail}")  # fmt: skip
+        await anyio.to_thread.run_sync(
+            lambda: lineage.set_candidate(cid, "rejected", "smoke", verdict)
+        )
+        shutil.rmtree(tree.parent, ignore_errors=True)
+        return False
+    # It waits for its dev screen as the pipeline leaves it between stages; a repeat of it
+    # meanwhile is a duplicate (``TriedPrograms.refusal``), as it would be in the daemon.
+    await anyio.to_thread.run_sync(lambda: lineage.set_candidate(cid, "evaluating", "dev"))
+    return True
+
+
+async def _dev_screen(rt: Runtime, lineage: Lineage, cid: int, parent_dev: EvalReport) -> bool:
+    """Whether the candidate passes the dev screen (``[pipeline] dev_max_regression``); its
+    verdict is recorded."""
+    policy = rt.policy.get()
+    tree = await anyio.to_thread.run_sync(candidates.materialise, lineage, cid, rt.work_dir)
+    subject = Subject(tree, f"c{cid}", candidate_id=cid, version_id=None)
+    dev = await evaluate(rt, subject, split="dev", task_ids=rt.splits().dev,
+                         model=policy.models.primary, keep_transcripts=True)  # fmt: skip
+    slack = policy.pipeline.dev_max_regression
+    screen = GateResult(
+        gate="dev_screen", passed=dev.accuracy >= parent_dev.accuracy - slack,
+        measured=round(dev.accuracy - parent_dev.accuracy, 4), threshold=-slack,
+        note=f"dev accuracy {dev.accuracy:.1%} vs parent {parent_dev.accuracy:.1%}",
+    )  # fmt: skip
+    stage: Stage = "heldout" if screen.passed else "dev"
+    reason = (
+        "benchmark: reached the held-out stage, which it does not run"
+        if screen.passed
+        else f"dev_screen: measured {screen.measured} vs threshold {-slack}"
+    )
+    verdict = Verdict(decision="reject", stage=stage, reason=reason, gates=[screen])
+    await anyio.to_thread.run_sync(lambda: lineage.set_candidate(cid, "rejected", stage, verdict))
+    shutil.rmtree(tree.parent, ignore_errors=True)
+    return screen.passed
+
+
+async def bench(
+    loaded: LoadedSettings, policy_path: Path, n: int, scratch: Path, dev_deadline: float | None
+) -> list[Row]:
+    policy = load_policy(policy_path)
+    holder = PolicyHolder(policy_path, policy)
+    state = prepare_state_dir(loaded.state_dir)
+    store = Store(state / "state.db")
+    rows: list[Row] = []
+    started = time.monotonic()
+    try:
+        async with open_runtime(loaded, holder, store,
+                                instance=eval_instance(instance_id(state))) as rt:  # fmt: skip
+            lineage = Lineage(store, loaded.harnesses_dir)
+            seed: Version = lineage.init_seed(ROOT / "seeds" / "minimal")
+            loop = ImprovementLoop(rt, lineage, LoopControl())
+            parent_dev = await loop.pipeline.baseline(seed, "dev", policy.models.primary)
+            print(f"seed on dev: {parent_dev.accuracy:.0%} of {parent_dev.n}", flush=True)
+            while len(rows) < n:
+                ask = await loop.prepare_proposal()
+                drawn: list[tuple[Row, candidates.Submitted]] = []
+                for _ in range(min(policy.proposer.samples, n - len(rows))):
+                    drawn.append(await _draw(loop, ask, store, seed, policy.patch, scratch))
+                for row, sub in drawn:
+                    if sub.accepted_for_evaluation:
+                        row.smoke = await _smoke(rt, lineage, sub.candidate_id)
+                    rows.append(row)
+                    print(json.dumps(asdict(row)), flush=True)
+            for row in rows:
+                if not row.smoke:
+                    continue
+                if dev_deadline is not None and time.monotonic() - started > dev_deadline:
+                    print(f"dev deadline: c{row.candidate} and later not screened", flush=True)
+                    break
+                row.dev_screen = await _dev_screen(rt, lineage, row.candidate, parent_dev)
+                print(json.dumps({"candidate": row.candidate, "dev_screen": row.dev_screen}),
+                      flush=True)  # fmt: skip
+    finally:
+        store.close()
+    return rows
+
+
+async def _draw(
+    loop: ImprovementLoop,
+    ask: Ask,
+    store: Store,
+    seed: Version,
+    patch: PatchPolicy,
+    scratch: Path,
+) -> tuple[Row, candidates.Submitted]:
+    """One proposal, recorded and screened statically by the loop's own code."""
+    start = time.monotonic()
+    sub = await loop.sample(ask)
+    seconds = time.monotonic() - start
+    if sub is None:
+        raise SystemExit("the proposer's token budget refused a proposal")
+    cand = loop.lineage.candidate(sub.candidate_id)
+    spent = ledger.spent_by_candidate(store, sub.candidate_id, "propose")
+    parses, applies, compiles = _stages(ask, loop.lineage.path(seed), cand.raw, patch, scratch)
+    row = Row(
+        sub.candidate_id, round(seconds, 1), spent.prompt_tokens, spent.completion_tokens,
+        parses, applies, compiles, sub.accepted_for_evaluation, reason=sub.reason,
+        reply=cand.raw[:300],
+    )  # fmt: skip
+    return row, sub
+
+
+def _share(rows: list[Row], field: str) -> str:
+    k = sum(bool(getattr(r, field)) for r in rows)
+    return f"{k}/{len(rows)} ({100 * k / len(rows):.0f} %)"
+
+
+def summary(rows: list[Row]) -> str:
+    secs = [r.seconds for r in rows]
+    prompt = [r.prompt_tokens for r in rows]
+    completion = [r.completion_tokens for r in rows]
+    smoked = [r for r in rows if r.smoke]
+    screened = [r for r in smoked if r.dev_screen is not None]
+    passed = sum(bool(r.dev_screen) for r in screened)
+    dev = f"{passed}/{len(rows)} ({100 * passed / len(rows):.0f} %)"
+    if len(screened) < len(smoked):  # cut short: the share is of those screened
+        dev = f"{passed} of {len(screened)} screened ({len(smoked) - len(screened)} not run)"
+    lines = [
+        "| proposals | parse | apply | apply and compile | new program | pass smoke "
+        "| pass dev screen (reach held-out) |",
+        "|---|---|---|---|---|---|---|",
+        f"| {len(rows)} | {_share(rows, 'parses')} | {_share(rows, 'applies')} "
+        f"| {_share(rows, 'compiles')} | {_share(rows, 'new')} | {_share(rows, 'smoke')} "
+        f"| {dev} |",
+        "",
+        f"per proposal: {statistics.mean(prompt):.0f} prompt + {statistics.mean(completion):.0f} "
+        f"completion tokens (mean), {statistics.mean(secs):.1f} s mean, "
+        f"{statistics.median(secs):.1f} s median, {max(secs):.1f} s max",
+    ]
+    return "\n".join(lines)
+
+
+def _rows(path: Path) -> list[Row]:
+    """The rows in a run's output (``--json`` file or its printed lines), dev screens
+    included, whether or not the run finished."""
+    rows: dict[int, Row] = {}
+    for line in path.read_text().splitlines():
+        if not line.startswith("{"):
+            continue
+        data = json.loads(line)
+        if "seconds" in data:
+            rows[data["candidate"]] = Row(**data)
+        elif data["candidate"] in rows:
+            rows[data["candidate"]].dev_screen = data["dev_screen"]
+    return list(rows.values())
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--proposals", type=int, default=30)
+    p.add_argument("--policy", type=Path, default=ROOT / "policies" / "default.toml")
+    p.add_argument("--state", type=Path, help="a fresh state dir (default: a new one in /tmp)")
+    p.add_argument("--config", type=Path, help="harnessd.toml (for the asset cache, providers)")
+    p.add_argument("--json", type=Path, help="also write every row to this file")
+    p.add_argument("--dev-deadline", type=float, help="minutes after which no dev screen starts")
+    p.add_argument("--summarize", type=Path, help="only print the summary of rows printed before")
+    args = p.parse_args()
+    if args.summarize:
+        print(summary(_rows(args.summarize)))
+        return 0
+    base = load_settings(args.config)
+    where = args.state or Path(tempfile.mkdtemp(prefix="bench-proposer-"))
+    moved = {"state_dir": where / "state", "harnesses_dir": where / "harnesses"}
+    settings = base.settings.model_copy(update={**moved, "cache_dir": base.cache_dir})
+    loaded = LoadedSettings(settings=settings, config_path=base.config_path, base_dir=where)
+    print(f"state in {where}", flush=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        deadline = None if args.dev_deadline is None else 60 * args.dev_deadline
+        rows = anyio.run(
+            bench, loaded, args.policy.resolve(), args.proposals, Path(scratch), deadline
+        )
+    if args.json:
+        args.json.write_text("\n".join(json.dumps(asdict(r)) for r in rows) + "\n")
+    print(summary(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

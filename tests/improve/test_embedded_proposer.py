@@ -1,0 +1,81 @@
+"""The embedded model as proposer, for real: llama.cpp takes the edit protocol's grammar
+as it is (never relaxed), different seeds give different proposals, and what it writes
+becomes patches of the seed that apply."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+
+from daemon.config.policy import PatchPolicy, RetryPolicy
+from daemon.config.settings import LoadedSettings, Settings
+from daemon.evaluation.report import CoverageReport, TaskResult, build_report
+from daemon.improve import edit_protocol
+from daemon.improve.proposer import FailedTask, build_prompt, proposal_request
+from daemon.patches import PatchRejected, Proposal, apply_proposal, static_check
+from daemon.patches.targets import find_targets
+from daemon.providers import make_provider
+from daemon.providers.base import Message
+
+pytestmark = [pytest.mark.anyio, pytest.mark.model, pytest.mark.slow]
+
+SEED_DIR = Path(__file__).resolve().parents[2] / "seeds" / "minimal"
+
+
+def _dev() -> tuple[list[FailedTask], object]:
+    calls = [{"name": "calculate_bmi", "arguments": {"weight": 70, "height": 175}}] * 2
+    tasks = [
+        TaskResult(id="simple_python_107", passed=False, claimed_success=True, output=calls,
+                   tokens=300, detail="wrong_count: expected 1 call, got 2"),
+        TaskResult(id="simple_python_9", passed=True, claimed_success=True, tokens=280),
+    ]  # fmt: skip
+    dev = build_report(run_id="r", suite="bfcl", split="dev", model="local:smollm2-135m",
+                       tasks=tasks, coverage=CoverageReport())  # fmt: skip
+    ask = [Message(role="user", content="Calculate the BMI of a person of 70 kg and 175 cm.")]
+    expected = [{"calculate_bmi": {"weight": [70], "height": [175]}}]
+    return [FailedTask(tasks[0], ask, expected)], dev
+
+
+@pytest.mark.timeout(1200)  # two proposals on a busy 2-core machine
+async def test_embedded_proposals_are_patches_that_apply(
+    tmp_path: Path, asset_cache: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    settings = LoadedSettings(
+        settings=Settings(state_dir=tmp_path / "state", cache_dir=asset_cache),
+        config_path=None, base_dir=tmp_path,
+    )  # fmt: skip
+    provider = make_provider("local:smollm2-135m", settings, RetryPolicy())
+    sources = {"harness.py": (SEED_DIR / "harness.py").read_text()}
+    targets = find_targets(sources)
+    failures, dev = _dev()
+    messages = build_prompt(sources, dev, failures, "nothing tried yet", targets)  # type: ignore[arg-type]
+    schema = edit_protocol.operations_schema(targets)
+    replies, applied = [], 0
+    try:
+        for seed in (1, 2):
+            request = proposal_request(
+                messages, max_tokens=768, temperature=0.7, schema=schema, seed=seed
+            )
+            reply = await provider.chat(request)
+            assert reply.finish_reason == "stop", reply  # the grammar's bounds end it in time
+            replies.append(reply.content)
+            parsed = edit_protocol.to_proposal(reply.content or "", sources, targets)
+            assert isinstance(parsed, Proposal | PatchRejected), (reply.content, parsed)
+            if isinstance(parsed, Proposal):
+                dest = tmp_path / f"tree{seed}"
+                try:
+                    static_check(apply_proposal(SEED_DIR, parsed, dest), PatchPolicy())
+                    applied += 1
+                except PatchRejected:
+                    pass  # its own line of code did not compile
+                finally:
+                    shutil.rmtree(dest, ignore_errors=True)
+    finally:
+        await provider.aclose()
+    assert "relaxed" not in caplog.text  # llama.cpp took the grammar as it is
+    assert len(set(replies)) == 2, replies  # fresh seeds, fresh proposals
+    assert applied >= 1, replies
