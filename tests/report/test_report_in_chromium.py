@@ -90,6 +90,8 @@ primary = "local:smollm2-135m"
 
 [proposer]
 model = "scripted:{proposer}"
+# One reply per cycle, as the script is written.
+samples = 1
 
 [suite]
 name = "bfcl:simple"
