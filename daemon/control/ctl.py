@@ -22,7 +22,9 @@ from daemon.control.client import ControlClient
 from daemon.control.protocol import SOCKET_NAME, ControlError
 from daemon.errors import HarnessdError
 
-out = Console(highlight=False)
+# Soft wrap: a line (a path, a verdict) is never broken by rich at 80 columns when output goes
+# to a pipe or a file; the terminal wraps what is too long for it.
+out = Console(highlight=False, soft_wrap=True)
 
 # How long ``harnessctl stop`` waits for the daemon to close its connections.
 STOP_WAIT_S = 30.0
