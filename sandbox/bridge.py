@@ -24,7 +24,7 @@ import anyio
 from anyio.abc import ByteStream, TaskGroup
 
 from sandbox.errors import GatewayUnreachable
-from sandbox.unix import RawUnixStream, bind_unix
+from sandbox.unix import RawUnixStream, accept_unix, bind_unix
 
 CONNECT_S = 15.0
 MAX_REPLY = 256
@@ -102,14 +102,7 @@ async def _accept(
 ) -> None:
     number = 0
     while True:
-        await anyio.wait_readable(listener)
-        try:
-            conn, _ = listener.accept()
-        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-            continue
-        except OSError:
-            await anyio.sleep(0.1)
-            continue
+        conn = await accept_unix(listener)
         number += 1  # numbered here, in the order the container connected
         if number > MAX_CONNECTIONS:
             conn.close()

@@ -91,6 +91,12 @@ async def serve_unix(
 ) -> None:
     """Accept connections forever, each handled in its own task of ``task_group``."""
     while True:
+        task_group.start_soon(handle, RawUnixStream(await accept_unix(listener)))
+
+
+async def accept_unix(listener: socket.socket) -> socket.socket:
+    """The listener's next connection; transient failures to accept are retried."""
+    while True:
         await anyio.wait_readable(listener)
         try:
             conn, _ = listener.accept()
@@ -100,4 +106,4 @@ async def serve_unix(
             # Out of file descriptors or similar: back off instead of failing the run.
             await anyio.sleep(0.1)
             continue
-        task_group.start_soon(handle, RawUnixStream(conn))
+        return conn
