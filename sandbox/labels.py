@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -26,3 +27,15 @@ def require_instance(labels: Mapping[str, str]) -> None:
     """Every container must be reapable, so an unlabelled run is a programming error."""
     if not labels.get(INSTANCE):
         raise ValueError(f"container labels must include {INSTANCE!r} (see sandbox.labels)")
+
+
+def owner_gone(pid: int) -> bool:
+    """Whether the process an instance label names (a standalone eval, a Ray node's worker)
+    has ended, so that its containers and run dirs are orphans to reap."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, another user's
+    return False

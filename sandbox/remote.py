@@ -24,7 +24,7 @@ from sandbox.bridge import Endpoint, bridge
 from sandbox.container import BASE_ENV, ContainerOutcome, ReadOnlyMount, RunSpec, run_container
 from sandbox.engine import DockerEngine
 from sandbox.errors import ContainerFailure
-from sandbox.labels import INSTANCE, ROLE
+from sandbox.labels import INSTANCE, ROLE, owner_gone
 from sandbox.limits import Limits
 from sandbox.rundir import (
     ROOT_PREFIX,
@@ -82,27 +82,17 @@ def owner_instance(instance: str, pid: int | None = None) -> str:
     return f"{instance}-n{os.getpid() if pid is None else pid}"
 
 
-def _dead(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
 async def reap_dead_owners(engine: DockerEngine) -> int:
     """Remove the containers and run dirs of units whose process on this machine is gone."""
     removed = 0
     for name in await engine.instances():
         match = OWNER.match(name)
-        if match and _dead(int(match["pid"])):
+        if match and owner_gone(int(match["pid"])):
             removed += await engine.reap(name)
     parent = runs_root("x").parent
     for root in parent.glob(f"{ROOT_PREFIX}*-n*"):
         match = OWNER.match(root.name.removeprefix(ROOT_PREFIX))
-        if match and _dead(int(match["pid"])):
+        if match and owner_gone(int(match["pid"])):
             await remove_orphan_run_dirs(root)
             await anyio.to_thread.run_sync(shutil.rmtree, root, True)
     return removed

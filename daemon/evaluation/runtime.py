@@ -38,7 +38,7 @@ from daemon.suites.splits import Splits
 from sandbox.engine import DockerEngine
 from sandbox.errors import SandboxFailure
 from sandbox.image import Route, ensure_image, image_tag
-from sandbox.labels import instance_labels
+from sandbox.labels import instance_labels, owner_gone
 from sandbox.limits import Limits
 from sandbox.rundir import ROOT_PREFIX, remove_orphan_run_dirs, runs_root
 
@@ -199,16 +199,6 @@ def eval_instance(instance: str) -> str:
     return f"{instance}{EVAL_SUFFIX}{os.getpid()}"
 
 
-def _dead(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
 async def _reap(engine: DockerEngine, instance: str) -> int:
     """This instance's containers, and those of standalone evals of the same state dir
     whose process is gone (``kill -9``): everything a crash here can have left."""
@@ -216,7 +206,7 @@ async def _reap(engine: DockerEngine, instance: str) -> int:
     stale = [instance]
     for other in await engine.instances():
         head, sep, pid = other.partition(EVAL_SUFFIX)
-        if sep and head == base and pid.isdigit() and other != instance and _dead(int(pid)):
+        if sep and head == base and pid.isdigit() and other != instance and owner_gone(int(pid)):
             stale.append(other)
     total = 0
     for name in stale:
@@ -232,7 +222,7 @@ async def _remove_stale_run_dirs(instance: str) -> int:
     parent = runs_root(base).parent
     for root in parent.glob(f"{ROOT_PREFIX}{base}{EVAL_SUFFIX}*"):
         pid = root.name.rpartition(EVAL_SUFFIX)[2]
-        if root.name != runs_root(instance).name and pid.isdigit() and _dead(int(pid)):
+        if root.name != runs_root(instance).name and pid.isdigit() and owner_gone(int(pid)):
             removed += await remove_orphan_run_dirs(root)
             await anyio.to_thread.run_sync(shutil.rmtree, root, True)
     return removed
