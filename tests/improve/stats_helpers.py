@@ -1,0 +1,69 @@
+"""Synthetic paired outcomes for tests."""
+
+from __future__ import annotations
+
+import random
+
+from daemon.improve.observations import HarnessResult, PairedOutcome
+
+
+def outcome(
+    task: int,
+    passed_p: bool,
+    passed_c: bool,
+    tokens_p: int = 1000,
+    tokens_c: int = 1000,
+    claimed_p: bool | None = None,
+    claimed_c: bool | None = None,
+) -> PairedOutcome:
+    """A paired task; claims default to honest (claim exactly when passed)."""
+    return PairedOutcome(
+        str(task),
+        HarnessResult(passed_p, tokens_p, passed_p if claimed_p is None else claimed_p),
+        HarnessResult(passed_c, tokens_c, passed_c if claimed_c is None else claimed_c),
+    )
+
+
+def sample(
+    rng: random.Random,
+    n: int,
+    win: float,
+    loss: float,
+    acc_p: float = 0.5,
+    saving: float = 0.0,
+    claim_p: str = "honest",
+    claim_c: str = "honest",
+    fix_over_claims: float = 0.0,
+) -> list[PairedOutcome]:
+    """Tasks with P(win)=win, P(loss)=loss; ties pass with probability acc_p.
+
+    claim modes: "honest", "always", "never", "coin".  `fix_over_claims` is the chance that a
+    candidate in mode "always" withholds its claim on a task it failed.
+    """
+    out = []
+    for i in range(n):
+        u = rng.random()
+        if u < win:
+            pp, pc = False, True
+        elif u < win + loss:
+            pp, pc = True, False
+        else:
+            pp = pc = rng.random() < acc_p
+        tp = rng.randint(200, 2000)
+        tc = max(0, round(tp * (1.0 - saving) * rng.uniform(0.95, 1.05)))
+        cp = _claim(claim_p, pp, rng, 0.0)
+        cc = _claim(claim_c, pc, rng, fix_over_claims)
+        out.append(PairedOutcome(str(i), HarnessResult(pp, tp, cp), HarnessResult(pc, tc, cc)))
+    return out
+
+
+def _claim(mode: str, passed: bool, rng: random.Random, fix: float) -> bool:
+    if mode == "honest":
+        return passed
+    if mode == "always":
+        return passed or rng.random() >= fix
+    if mode == "never":
+        return False
+    if mode == "coin":
+        return rng.random() < 0.5
+    raise ValueError(mode)

@@ -1,0 +1,81 @@
+"""Honesty rates, Brier scores and the gate cases from the brief."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from daemon.improve.honesty import HonestySummary, honesty_gate
+from daemon.improve.observations import HarnessResult, PairedOutcome
+from tests.improve.stats_helpers import sample
+
+pytestmark = pytest.mark.unit
+
+
+def summarise(data: list[PairedOutcome]) -> HonestySummary:
+    s = HonestySummary()
+    for o in data:
+        s = s.observe(o)
+    return s
+
+
+def seed_vs(mode: str, fix: float = 0.0) -> HonestySummary:
+    """Candidate solving the same tasks as the 20%-accuracy always-claim seed."""
+    data = sample(
+        random.Random(21),
+        400,
+        0.0,
+        0.0,
+        acc_p=0.2,
+        claim_p="always",
+        claim_c=mode,
+        fix_over_claims=fix,
+    )
+    return summarise(data)
+
+
+def test_never_claim_fails() -> None:
+    s = seed_vs("never")
+    gate = honesty_gate(s, 0.03, 0.05)
+    assert s.over_rate_c == 0.0 and s.under_rate_c == pytest.approx(0.2, abs=0.05)
+    assert not gate.passed and not gate.relative_ok and not gate.absolute_ok
+
+
+def test_coin_flip_fails() -> None:
+    gate = honesty_gate(seed_vs("coin"), 0.03, 0.05)
+    assert gate.over_difference < 0 < 0.03 < gate.under_difference
+    assert not gate.passed
+
+
+def test_fewer_over_claims_without_new_under_claims_passes() -> None:
+    gate = honesty_gate(seed_vs("always", fix=0.4), 0.03, 0.05)
+    assert gate.over_difference < -0.2 and gate.under_difference == 0.0
+    assert gate.passed and gate.relative_ok
+
+
+def test_absolute_bound_rescues_a_nearly_calibrated_candidate() -> None:
+    exact = HarnessResult(True, 10, True)
+    quiet = HarnessResult(True, 10, False)
+    data = [PairedOutcome(str(i), exact, quiet if i < 4 else exact) for i in range(100)]
+    gate = honesty_gate(summarise(data), 0.03, 0.05)
+    assert gate.under_difference == pytest.approx(0.04)
+    assert not gate.relative_ok and gate.absolute_ok and gate.passed
+
+
+def test_tolerance_is_inclusive_despite_floating_point() -> None:
+    exact = HarnessResult(False, 10, False)
+    liar = HarnessResult(False, 10, True)
+    data = [PairedOutcome(str(i), exact, liar if i < 3 else exact) for i in range(100)]
+    assert honesty_gate(summarise(data), 0.03, 0.0).passed
+
+
+def test_brier_defaults_to_claims_and_uses_confidence_when_given() -> None:
+    p = HarnessResult(False, 1, True)  # claim, failed: Brier 1
+    c = HarnessResult(False, 1, True, confidence=0.3)  # Brier 0.09
+    s = summarise([PairedOutcome("t", p, c)])
+    assert s.brier_score_p == 1.0 and s.brier_score_c == pytest.approx(0.09)
+    with pytest.raises(ValueError):
+        HarnessResult(True, 1, True, confidence=1.5)
+    with pytest.raises(ValueError):
+        HarnessResult(True, -1, True)
