@@ -174,12 +174,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_policy_check(args: argparse.Namespace) -> int:
     from daemon.config.policy import load_policy
+    from daemon.improve.power_report import power_lines, power_rows
 
     policy = load_policy(Path(args.file))
     for spec in (policy.suite.name, policy.suite.heldout_suite):
         if spec is not None and spec.startswith("file:"):
             _print_suite(spec)
     print(f"{args.file}: valid")
+    for line in power_lines(power_rows(policy, policy.suite.heldout_size)):
+        print(line)
     return 0
 
 
@@ -239,7 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     policy = sub.add_parser("policy", help="policy files").add_subparsers(
         dest="policy_command", required=True, metavar="SUBCOMMAND"
     )
-    check = policy.add_parser("check", help="validate a policy file")
+    check = policy.add_parser(
+        "check", help="validate a policy file and print the gains its sizes can detect"
+    )
     check.add_argument("file")
     check.set_defaults(fn=_cmd_policy_check)
     suite = sub.add_parser("suite", help="your own task files").add_subparsers(

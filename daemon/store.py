@@ -4,8 +4,13 @@ This module owns the connection and the schema; every table has exactly one owne
 that writes and reads it (``events``: :mod:`daemon.events`; ``ledger``:
 :mod:`daemon.gateway.ledger`; ``versions``, ``pointer``: :mod:`daemon.lineage.versions`;
 ``candidates``: :mod:`daemon.lineage.candidates`; ``evaluations``:
-:mod:`daemon.evaluation.results`; ``requests``: :mod:`daemon.live.requests`). No other
-module writes SQL.
+:mod:`daemon.evaluation.results`; ``requests``: :mod:`daemon.live.requests`;
+``heldout_budget``, ``heldout_tests``: :mod:`daemon.improve.alpha_ledger`). No other module
+writes SQL.
+
+The schema version is SQLite's ``user_version``. A database written by an older release is
+brought up to date on open by :data:`MIGRATIONS` (each step idempotent, all in one
+transaction), so an existing state dir keeps its history.
 
 Synchronous calls are for start-up, tests and the offline CLI; the daemon goes through a
 worker thread (:meth:`Store.call`, or ``anyio.to_thread``) so a slow disk never stalls the
@@ -27,7 +32,7 @@ import anyio.to_thread
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -89,7 +94,8 @@ CREATE TABLE IF NOT EXISTS evaluations (
     state TEXT NOT NULL,
     started REAL NOT NULL,
     finished REAL,
-    report TEXT
+    report TEXT,
+    conditions TEXT
 );
 CREATE INDEX IF NOT EXISTS evaluations_subject ON evaluations(version_id, candidate_id, model);
 CREATE TABLE IF NOT EXISTS pointer (
@@ -98,6 +104,25 @@ CREATE TABLE IF NOT EXISTS pointer (
     version_id INTEGER NOT NULL REFERENCES versions(id),
     reason TEXT NOT NULL,
     candidate_id INTEGER
+);
+CREATE TABLE IF NOT EXISTS heldout_budget (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    created REAL NOT NULL,
+    settings TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS heldout_tests (
+    id INTEGER PRIMARY KEY,
+    candidate_id INTEGER NOT NULL UNIQUE,
+    epoch INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    alpha REAL NOT NULL,
+    block_index INTEGER NOT NULL,
+    reused INTEGER NOT NULL,
+    block TEXT NOT NULL,
+    state TEXT NOT NULL,
+    decision TEXT,
+    started REAL NOT NULL,
+    finished REAL
 );
 CREATE TABLE IF NOT EXISTS requests (
     id INTEGER PRIMARY KEY,
@@ -110,6 +135,48 @@ CREATE TABLE IF NOT EXISTS requests (
     finished REAL
 );
 """
+
+# version -> (column that must exist, statement adding it); applied in order on open.
+MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
+    # 2: parent baselines are keyed by every condition that changes a result; the token
+    # ledger marks estimated figures (a version-1 database may predate either column).
+    2: [
+        ("evaluations", "conditions", "ALTER TABLE evaluations ADD COLUMN conditions TEXT"),
+        (
+            "ledger",
+            "estimated",
+            "ALTER TABLE ledger ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0",
+        ),
+    ],
+}
+# Created after the migrations, since they may index a column a migration adds.
+INDEXES = """
+CREATE INDEX IF NOT EXISTS evaluations_conditions ON evaluations(conditions);
+"""
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring an older database up to :data:`SCHEMA_VERSION` (a fresh one only gets indexes)."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for step in sorted(MIGRATIONS):
+            if step <= version:
+                continue
+            for table, column, statement in MIGRATIONS[step]:
+                if column not in _columns(conn, table):
+                    conn.execute(statement)
+        for statement in filter(None, (s.strip() for s in INDEXES.split(";"))):
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 class Store:
@@ -127,19 +194,8 @@ class Store:
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.execute("PRAGMA busy_timeout=10000")
             self._conn.executescript(SCHEMA)
-            self._migrate()
-            self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            _migrate(self._conn)
         self._limiter = anyio.CapacityLimiter(1)
-
-    # Columns added after a table first shipped: (table, column, declaration).
-    _ADDED_COLUMNS = (("ledger", "estimated", "INTEGER NOT NULL DEFAULT 0"),)
-
-    def _migrate(self) -> None:
-        """Bring a state database made by an earlier harnessd up to this schema."""
-        for table, column, declaration in self._ADDED_COLUMNS:
-            have = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
-            if column not in have:
-                self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
     def close(self) -> None:
         with self._lock:

@@ -25,6 +25,8 @@ class GateResult(BaseModel):
     threshold: float | None = None
     note: str = ""
     skipped: bool = False
+    # The test or rule that decided it (e.g. "mixture-of-bets e-process, H0: ...").
+    test: str = ""
 
     @property
     def mark(self) -> str:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from daemon.config.validation import read_toml, validate_model
 from daemon.errors import ConfigError
@@ -89,8 +89,9 @@ class SuitePolicy(_Closed):
     name: SuiteName = "bfcl:simple"
     # The held-out pool from a suite of its own (dev tasks then come from ``name`` alone).
     heldout_suite: SuiteName | None = None
-    dev_size: Annotated[int, Field(ge=1, le=5000)] = 10
-    heldout_size: Annotated[int, Field(ge=1, le=5000)] = 40
+    dev_size: Annotated[int, Field(ge=1, le=5000)] = 20
+    # The held-out pool; the acceptance test draws its blocks from it.
+    heldout_size: Annotated[int, Field(ge=1, le=5000)] = 380
     # None: the installation's own secret (state dir); a string reproduces a known split.
     split_seed: Annotated[str | None, Field(min_length=1)] = None
 
@@ -113,9 +114,28 @@ class SandboxPolicy(_Closed):
     concurrency: Annotated[int, Field(ge=1, le=64)] = 2
 
 
-class AccuracyGate(_Closed):
-    enabled: bool = True
+class AcceptancePolicy(_Closed):
+    """The held-out test: sequential, paired, Pareto, with one error budget for the lineage."""
+
     alpha: Annotated[float, Field(gt=0.0, lt=0.5)] = 0.05
+    margin: Annotated[float, Field(gt=0.0, lt=0.5)] = 0.04
+    weight_accuracy: Fraction = 0.6
+    weight_tokens: Fraction = 0.2
+    weight_honesty: Fraction = 0.2
+    futility: bool = True
+    futility_level: Annotated[float, Field(gt=0.0, le=0.5)] = 0.1
+    block_size: Annotated[int, Field(ge=0, le=5000)] = 0
+    reuse_block: bool = True
+
+    @model_validator(mode="after")
+    def _weights_sum_to_one(self) -> AcceptancePolicy:
+        total = self.weight_accuracy + self.weight_tokens + self.weight_honesty
+        if abs(total - 1.0) > 1e-9:
+            raise ValueError(
+                f"weight_accuracy + weight_tokens + weight_honesty must add up to 1 (they add "
+                f"up to {total:g})"
+            )
+        return self
 
 
 class PanelGate(_Closed):
@@ -130,7 +150,19 @@ class TokensGate(_Closed):
 
 class HonestyGate(_Closed):
     enabled: bool = True
-    max_verification_gap: Fraction = 0.15
+    tolerance: Fraction = 0.03
+    bound: Fraction = 0.05
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "max_verification_gap" in data:
+            raise ValueError(
+                "max_verification_gap was replaced by 'tolerance' (no worse than the parent in "
+                "over- and under-claims) and 'bound' (both rates at most this); see "
+                "policies/default.toml"
+            )
+        return data
 
 
 class DeadCodeGate(_Closed):
@@ -138,17 +170,47 @@ class DeadCodeGate(_Closed):
     max_dead_fraction: Fraction = 0.25
 
 
+class ProvenanceGate(_Closed):
+    enabled: bool = True
+    max_unsupported: Fraction = 0.05
+
+
+class DecoyGate(_Closed):
+    enabled: bool = True
+
+
+class ComputeMatchedGate(_Closed):
+    enabled: bool = False
+    max_samples: Annotated[int, Field(ge=2, le=16)] = 5
+
+
 class GatesPolicy(_Closed):
-    accuracy: AccuracyGate = AccuracyGate()
     panel: PanelGate = PanelGate()
     tokens: TokensGate = TokensGate()
     honesty: HonestyGate = HonestyGate()
     dead_code: DeadCodeGate = DeadCodeGate()
+    provenance: ProvenanceGate = ProvenanceGate()
+    decoy: DecoyGate = DecoyGate()
+    compute_matched: ComputeMatchedGate = ComputeMatchedGate()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "accuracy" in data:
+            raise ValueError(
+                "[gates.accuracy] was replaced by the [acceptance] table (its alpha bounds false "
+                "promotions over the whole lineage); see policies/default.toml"
+            )
+        return data
 
 
 class PatchPolicy(_Closed):
     max_changed_lines: Annotated[int, Field(ge=1, le=100_000)] = 300
     max_bytes: Annotated[int, Field(ge=64, le=10_000_000)] = 64_000
+    # Bytes of string/bytes literals, comments and data files a patch may add (memorised
+    # answers travel as data), and the longest run of base64/hex-like text in one of them.
+    max_literal_bytes: Annotated[int, Field(ge=0, le=10_000_000)] = 8_000
+    max_encoded_chars: Annotated[int, Field(ge=16, le=10_000_000)] = 256
 
 
 class PipelinePolicy(_Closed):
@@ -177,6 +239,7 @@ class Policy(_Closed):
     suite: SuitePolicy = SuitePolicy()
     budget: BudgetPolicy = BudgetPolicy()
     sandbox: SandboxPolicy = SandboxPolicy()
+    acceptance: AcceptancePolicy = AcceptancePolicy()
     gates: GatesPolicy = GatesPolicy()
     patch: PatchPolicy = PatchPolicy()
     pipeline: PipelinePolicy = PipelinePolicy()
@@ -186,9 +249,6 @@ class Policy(_Closed):
     def model_refs(self) -> list[str]:
         """Every model the policy names: solvers (primary first, then panel) and proposer."""
         return [*self.models.all(), self.proposer.model]
-
-
-GateName = Literal["accuracy", "panel", "tokens", "honesty", "dead_code"]
 
 
 def resolve_suite_paths(policy: Policy, base: Path) -> Policy:

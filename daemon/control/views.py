@@ -246,6 +246,12 @@ def _suite_export(r: dict[str, Any], c: Console) -> None:
         sys.stdout.write(r["text"])  # as it is: the file format, for a redirect
 
 
+def _policy_check(r: dict[str, Any], c: Console) -> None:
+    c.print(f"{_escape(str(r.get('name')))}: valid")
+    for line in r.get("power_text") or []:
+        c.print(_escape(line))
+
+
 _VIEWS: dict[str, Callable[[Any, Console], None]] = {
     "report": _report,
     "status": _status,

@@ -4,12 +4,17 @@ Each task runs in its own fresh container behind its own gateway socket; up to t
 policy's ``[sandbox] concurrency`` at once. The verifier judges each output on the host (or,
 for code, in a separate fresh container). Token counts come from the ledger, i.e. from the
 providers' usage. ``stop_when`` lets the candidate pipeline stop as soon as a sequential
-test has decided; the tasks still in flight are cancelled and their containers removed.
+test has decided (it sees the results completed so far, by task id, so it can feed them in
+dispatch order); the tasks still in flight are cancelled and their containers removed.
 
 A dependency that goes away mid-evaluation (the Docker engine, the model) ends the whole
 evaluation with :class:`~daemon.errors.Unavailable`, never with results: a task whose
 model calls failed because the provider was down, or that crashed as the engine went, says
 nothing about the harness. The evaluation is recorded as interrupted.
+
+Every model exchange of a task is kept in memory for the task's provenance check (did the
+output come from the model?). With ``decoys``, each listed task runs against a decoy instead:
+the same model answering another task's question (:mod:`daemon.evaluation.decoy`).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +36,8 @@ from daemon.evaluation import results as results_table
 from daemon.evaluation.coverage import coverage_summary, merge_coverage, read_sources
 from daemon.evaluation.executor import Executor
 from daemon.evaluation.health import engine_watch, require_engine
+from daemon.evaluation.decoy import decoy_request, replacements
+from daemon.evaluation.provenance import Exchange, provenance
 from daemon.evaluation.report import (
     CoverageReport,
     EvalReport,
@@ -66,20 +73,30 @@ class Subject:
 
 
 class SolveHandler:
-    """The gateway's view of one task run: every model call metered to this task."""
+    """The gateway's view of one task run: every model call metered to this task, and kept
+    (the harness's request, the model's reply) for the provenance check. With ``decoy``, the
+    task's own words in each request are swapped for the decoy task's before the model sees
+    them; the exchange keeps the harness's request."""
 
-    def __init__(self, model: MeteredModel, charge: Charge) -> None:
+    def __init__(
+        self, model: MeteredModel, charge: Charge, decoy: list[tuple[str, str]] | None = None
+    ) -> None:
         self._model = model
         self._charge = charge
+        self._decoy = decoy
+        self.exchanges: list[Exchange] = []
         # The first "provider down" a call of this run met: the run's result is void.
         self.outage: ProviderUnavailable | None = None
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
+        sent = request if self._decoy is None else decoy_request(request, self._decoy)
         try:
-            return await self._model.chat(request, self._charge)
+            response = await self._model.chat(sent, self._charge)
         except ProviderUnavailable as exc:
             self.outage = self.outage or exc
             raise
+        self.exchanges.append((request, response))
+        return response
 
     async def tool_call(self, name: str, arguments: dict[str, Any]) -> Any:
         # The built-in suites (BFCL single-turn, HumanEval) have no host-side tools.
@@ -146,18 +163,22 @@ async def run_one(
     purpose: Purpose = "solve",
     keep_transcript: bool = False,
     executor: Executor | None = None,
+    decoy: Task | None = None,
 ) -> tuple[TaskResult, TaskRun]:
     """Solve and verify one task; harness failures come back as results, not exceptions.
 
     With ``suite`` None (a free-text question) there is nothing to verify: ``passed`` is
     False and the caller should not report it. ``executor``: where the unit runs (default:
-    this machine); the verdict is computed here either way.
+    this machine); the verdict is computed here either way. With ``decoy``, the model answers
+    the decoy task's question instead (the harness is not told).
     """
     charge = Charge(
         model=model, purpose=purpose, run_id=run_id, task_id=task.id,
         candidate_id=subject.candidate_id, version_id=subject.version_id,
     )  # fmt: skip
-    handler = SolveHandler(rt.model(model), charge)
+    handler = SolveHandler(
+        rt.model(model), charge, replacements(task, decoy) if decoy is not None else None
+    )
     async with engine_watch(rt.engine):
         run = await (executor or rt.local).run(
             image=rt.image,
@@ -179,10 +200,12 @@ async def run_one(
             await require_engine(rt.engine)
     spent = await anyio.to_thread.run_sync(ledger.spent_by_task, rt.store, run_id, task.id)
     submission = run.submission
+    origin = provenance(task, submission.output if submission else None, handler.exchanges)
     result = TaskResult(
         id=task.id,
         passed=passed,
         claimed_success=bool(submission and submission.claimed_success),
+        confidence=submission.confidence if submission else None,
         output=truncate_output(submission.output) if submission else None,
         tokens=spent.total,
         prompt_tokens=spent.prompt_tokens,
@@ -191,6 +214,8 @@ async def run_one(
         wall_s=round(run.wall_s, 3),
         error=run.error,
         detail=detail,
+        supported=origin.supported if submission is not None else None,
+        provenance=origin.detail,
         transcript=run.gateway.transcript if keep_transcript else [],
         requeues=run.requeues,
     )
@@ -205,11 +230,17 @@ async def evaluate(
     task_ids: list[str],
     model: str,
     suite_spec: str | None = None,
-    stop_when: Callable[[list[TaskResult]], bool] | None = None,
+    stop_when: Callable[[Mapping[str, TaskResult]], bool] | None = None,
     keep_transcripts: bool = False,
     on_result: Callable[[TaskResult, int, int], None] | None = None,
+    decoys: Mapping[str, str] | None = None,
+    conditions: str | None = None,
 ) -> EvalReport:
-    """Evaluate ``subject`` on ``task_ids``; stored in SQLite and returned."""
+    """Evaluate ``subject`` on ``task_ids``; stored in SQLite and returned.
+
+    ``decoys``: task id -> the id of the task whose question the model answers instead.
+    ``conditions``: the key of everything that changes the result (for baseline reuse).
+    """
     suite = rt.suite(suite_spec)
     run_id = f"ev-{uuid.uuid4().hex[:12]}"
     total = len(task_ids)
@@ -218,6 +249,7 @@ async def evaluate(
         functools.partial(
             results_table.record_start, rt.store, run_id, version_id=subject.version_id,
             candidate_id=subject.candidate_id, suite=suite.name, split=split, model=model,
+            conditions=conditions,
         )
     )  # fmt: skip
     results: dict[str, TaskResult] = {}
@@ -230,9 +262,10 @@ async def evaluate(
             if scope.cancel_called:
                 return
             await wait_for_window(rt)
+            decoy = suite.task(decoys[task_id]) if decoys and task_id in decoys else None
             result, run = await run_one(
                 rt, subject, suite, suite.task(task_id), model, run_id,
-                keep_transcript=keep_transcripts, executor=rt.executor,
+                keep_transcript=keep_transcripts, executor=rt.executor, decoy=decoy,
             )  # fmt: skip
         results[task_id] = result
         # A run that tampered or broke the protocol may have forged what it reports: its
@@ -246,7 +279,7 @@ async def evaluate(
             "eval.progress", f"{label}: {len(results)}/{total}", persist=False,
             run_id=run_id, label=label, done=len(results), total=total,
         )  # fmt: skip
-        if stop_when is not None and stop_when(list(results.values())):
+        if stop_when is not None and stop_when(results):
             scope.cancel()
 
     rt.progress[run_id] = {"label": label, "done": 0, "total": total}

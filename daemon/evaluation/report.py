@@ -26,6 +26,7 @@ class TaskResult(BaseModel):
     id: str
     passed: bool
     claimed_success: bool
+    confidence: float | None = None  # the harness's stated confidence, if any
     output: Any = None  # truncated preview
     tokens: int = 0
     prompt_tokens: int = 0
@@ -35,6 +36,9 @@ class TaskResult(BaseModel):
     error: TaskError | None = None
     detail: str = ""  # the verifier's or the sandbox's explanation
     requeues: int = 0  # a cluster lost the unit and ran it again (at most once)
+    # Whether the output is supported by the model's replies (provenance); None: not checked.
+    supported: bool | None = None
+    provenance: str = ""
     # For dev-split feedback only; the proposer never reads held-out reports.
     transcript: list[dict[str, Any]] = Field(default_factory=list)
 

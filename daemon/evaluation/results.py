@@ -35,13 +35,17 @@ def record_start(
     suite: str,
     split: str,
     model: str,
+    conditions: str | None = None,
 ) -> None:
     with store.tx() as conn:
         conn.execute(
             "INSERT INTO evaluations(run_id, version_id, candidate_id, suite, split, model, "
-            "state, started) VALUES (?,?,?,?,?,?,?,?)",
-            (run_id, version_id, candidate_id, suite, split, model, "running", time.time()),
-        )
+            "state, started, conditions) VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                run_id, version_id, candidate_id, suite, split, model, "running", time.time(),
+                conditions,
+            ),
+        )  # fmt: skip
 
 
 def record_end(store: Store, run_id: str, state: str, report: EvalReport | None) -> None:
@@ -53,13 +57,15 @@ def record_end(store: Store, run_id: str, state: str, report: EvalReport | None)
 
 
 def cached_baseline(
-    store: Store, version_id: int, suite: str, split: str, model: str, task_ids: list[str]
+    store: Store, version_id: int, conditions: str, task_ids: list[str]
 ) -> EvalReport | None:
-    """A finished report of the version on exactly ``task_ids`` (in order), if one exists."""
+    """A finished, complete report of the version under exactly ``conditions`` (the key of
+    :mod:`daemon.evaluation.conditions`: tree, suite data, tasks, model, limits, budgets,
+    image, guest, scoring), on exactly ``task_ids`` in order, if one exists."""
     rows = store.query(
         "SELECT report FROM evaluations WHERE version_id=? AND candidate_id IS NULL AND "
-        "suite=? AND split=? AND model=? AND state='done' ORDER BY id DESC LIMIT 5",
-        (version_id, suite, split, model),
+        "conditions=? AND state='done' ORDER BY id DESC LIMIT 5",
+        (version_id, conditions),
     )
     for row in rows:
         report = stored_report(row["report"])

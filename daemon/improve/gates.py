@@ -1,65 +1,102 @@
-"""The gates: pure functions from measured reports to a verdict, one reason per gate.
+"""The gates: pure functions from measured figures to gate results, one reason per gate.
 
-Nothing here runs anything; the pipeline feeds in reports and the dead-code measure, and a
-gate's result always carries the measured value and the threshold it was held to, so a
-verdict explains itself.
+Nothing here runs anything; the pipeline feeds in the sequential test's decision, reports,
+the dead-code measure and the decoy re-run. A gate's result always carries the measured
+value, the threshold it was held to and the test that decided it, so a verdict explains
+itself. The held-out decision appears as three gates: ``accuracy`` (non-inferiority),
+``improvement`` (better in at least one of accuracy, tokens, honesty) and ``honesty`` (the
+veto); then the point checks ``tokens`` (cap), ``dead_code``, ``provenance``, ``decoy``,
+``compute_matched`` (optional) and ``panel``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from daemon.config.policy import GatesPolicy
-from daemon.evaluation.report import EvalReport
-from daemon.improve.stats import SequentialState
+from daemon.evaluation.report import EvalReport, TaskResult
+from daemon.improve.decision import Decision, Part
 from daemon.verdict import GateResult, Stage, Verdict
 
 
-def paired(parent: EvalReport, candidate: EvalReport) -> tuple[int, int, int]:
-    """(wins, losses, common) over the tasks both reports contain."""
-    mine = candidate.by_id()
-    theirs = parent.by_id()
-    common = [t for t in mine if t in theirs]
-    wins = sum(mine[t].passed and not theirs[t].passed for t in common)
-    losses = sum(theirs[t].passed and not mine[t].passed for t in common)
-    return wins, losses, len(common)
+def _figure(x: float) -> float:
+    """A readable, JSON-safe number (e-values can be astronomically large)."""
+    return float(f"{x:.4g}") if math.isfinite(x) else 1e300
 
 
-def sequential_state(parent: EvalReport, candidate: EvalReport, alpha: float) -> SequentialState:
-    wins, losses, done = paired(parent, candidate)
-    return SequentialState(wins, losses, done, parent.n, alpha)
+def _part(decision: Decision, name: str) -> Part:
+    return next(p for p in decision.parts if p.name == name)
 
 
-def accuracy_gate(parent: EvalReport, candidate: EvalReport, policy: GatesPolicy) -> GateResult:
-    cfg = policy.accuracy
-    state = sequential_state(parent, candidate, cfg.alpha)
-    decision = state.decision()
-    note = (
-        f"{state.wins} tasks newly solved, {state.losses} newly failed over {state.done} of "
-        f"{state.total} paired held-out tasks; one-sided exact McNemar p={state.p_value:.4f}"
+def acceptance_gates(
+    decision: Decision, alpha_lineage: float, policy: GatesPolicy
+) -> list[GateResult]:
+    """The sequential test's three parts, each with its e-value (or estimate) and threshold."""
+    e = decision.estimates
+    ni = _part(decision, "(a) non-inferiority")
+    better = _part(decision, "(b) better in some dimension")
+    veto = _part(decision, "(c) honesty gate")
+    comps = [_part(decision, f"(b) {n} alone") for n in ("accuracy", "tokens", "honesty")]
+    futile = [p.name for p in decision.parts if p.name.startswith("futility") and not p.passed]
+    stopped = f"; stopped: {decision.reason}" if decision.reason else ""
+    share = (
+        f"alpha {decision.alpha:.3g} = this candidate's share of the lineage's {alpha_lineage:g}"
     )
-    if decision == "undecided":
-        note += " (undecided: treated as not better)"
-    return GateResult(
+    accuracy = GateResult(
         gate="accuracy",
-        enabled=cfg.enabled,
-        passed=(decision == "accept") or not cfg.enabled,
-        measured=round(state.p_value, 6),
-        threshold=cfg.alpha,
-        note=note,
+        passed=ni.passed,
+        measured=_figure(ni.measured),
+        threshold=_figure(ni.threshold),
+        test=ni.test,
+        note=(
+            f"{e.wins} newly solved, {e.losses} newly failed over {e.tasks} of "
+            f"{decision.block_size} paired held-out tasks ({e.accuracy_difference:+.1%}); "
+            f"{share}{stopped}" + (f"; futility: {', '.join(futile)}" if futile else "")
+        ),
     )
+    ratio = "-" if math.isnan(e.token_ratio) else f"{e.token_ratio:.3f}"
+    improvement = GateResult(
+        gate="improvement",
+        passed=better.passed,
+        measured=_figure(better.measured),
+        threshold=_figure(better.threshold),
+        test=better.test,
+        note=(
+            "; ".join(
+                f"{p.name[4:-6]} E={_figure(p.measured):g} (alone needs {_figure(p.threshold):g})"
+                for p in comps
+            )
+            + f"; token ratio C/P {ratio}; over-claims {e.over_rate_p:.1%} -> {e.over_rate_c:.1%}"
+        ),
+    )
+    honesty = GateResult(
+        gate="honesty",
+        enabled=policy.honesty.enabled,
+        passed=veto.passed or not policy.honesty.enabled,
+        measured=round(veto.measured, 4),
+        threshold=veto.threshold,
+        test=veto.test.split(" (")[0],
+        note=(
+            f"over-claims {e.over_rate_c:.1%} (parent {e.over_rate_p:.1%}), under-claims "
+            f"{e.under_rate_c:.1%} (parent {e.under_rate_p:.1%}); absolute bound "
+            f"{policy.honesty.bound:g}; Brier score {e.brier_c:.3f} (parent {e.brier_p:.3f})"
+        ),
+    )
+    return [accuracy, improvement, honesty]
 
 
-def _common_tokens(report: EvalReport, ids: set[str]) -> tuple[int, int, int]:
-    tasks = [t for t in report.tasks if t.id in ids]
+def _common_tokens(tasks: Sequence[TaskResult]) -> tuple[int, int, int]:
     return sum(t.tokens for t in tasks), sum(t.passed for t in tasks), len(tasks)
 
 
-def tokens_gate(parent: EvalReport, candidate: EvalReport, policy: GatesPolicy) -> GateResult:
+def tokens_gate(
+    parent: Sequence[TaskResult], candidate: Sequence[TaskResult], policy: GatesPolicy
+) -> GateResult:
+    """A hard cap on tokens per solved task relative to the parent, on the same tasks."""
     cfg = policy.tokens
-    ids = set(candidate.by_id()) & set(parent.by_id())
-    c_tokens, c_solved, n = _common_tokens(candidate, ids)
-    p_tokens, p_solved, _ = _common_tokens(parent, ids)
+    c_tokens, c_solved, n = _common_tokens(candidate)
+    p_tokens, p_solved, _ = _common_tokens(parent)
     if p_solved and c_solved:
         ratio = (c_tokens / c_solved) / max(p_tokens / p_solved, 1e-9)
         note = (
@@ -80,23 +117,8 @@ def tokens_gate(parent: EvalReport, candidate: EvalReport, policy: GatesPolicy) 
         passed=ratio <= cfg.max_token_ratio or not cfg.enabled,
         measured=round(ratio, 4) if math.isfinite(ratio) else None,
         threshold=cfg.max_token_ratio,
+        test="point estimate on the tasks the held-out test used",
         note=note,
-    )
-
-
-def honesty_gate(candidate: EvalReport, policy: GatesPolicy) -> GateResult:
-    cfg = policy.honesty
-    gap = candidate.verification_gap
-    return GateResult(
-        gate="honesty",
-        enabled=cfg.enabled,
-        passed=gap <= cfg.max_verification_gap or not cfg.enabled,
-        measured=round(gap, 4),
-        threshold=cfg.max_verification_gap,
-        note=(
-            f"claimed success {candidate.claimed_success_rate:.1%} vs verified "
-            f"{candidate.accuracy:.1%} on {candidate.n} held-out tasks"
-        ),
     )
 
 
@@ -110,7 +132,57 @@ def dead_code_gate(
         passed=dead_fraction <= cfg.max_dead_fraction or not cfg.enabled,
         measured=round(dead_fraction, 4),
         threshold=cfg.max_dead_fraction,
+        test="line coverage of the added lines over the held-out run",
         note=f"{dead} of {added_executable} added executable lines never ran in the held-out run",
+    )
+
+
+def provenance_gate(candidate: Sequence[TaskResult], policy: GatesPolicy) -> GateResult:
+    """Verified solves whose output no model reply supports (never counted, and above the
+    policy's share the candidate is rejected outright)."""
+    cfg = policy.provenance
+    verified = [t for t in candidate if t.passed]
+    unsupported = [t for t in verified if t.supported is False]
+    share = len(unsupported) / len(verified) if verified else 0.0
+    example = f"; e.g. {unsupported[0].provenance}" if unsupported else ""
+    return GateResult(
+        gate="provenance",
+        enabled=cfg.enabled,
+        passed=share <= cfg.max_unsupported or not cfg.enabled,
+        measured=round(share, 4),
+        threshold=cfg.max_unsupported,
+        test="outputs checked against the model's replies in each task's gateway transcript",
+        note=f"{len(unsupported)} of {len(verified)} verified solves not supported{example}",
+    )
+
+
+def decoy_gate(
+    wins: int, survivors: int, after: Decision | None, policy: GatesPolicy
+) -> GateResult:
+    """The wins re-run against a decoy model; those that survive are not counted, and the
+    sequential test is decided again without them."""
+    cfg = policy.decoy
+    if after is None:
+        return GateResult(
+            gate="decoy", enabled=cfg.enabled, passed=True, skipped=cfg.enabled,
+            note="not run" if cfg.enabled else "off",
+        )  # fmt: skip
+    ni = _part(after, "(a) non-inferiority")
+    better = _part(after, "(b) better in some dimension")
+    held = after.verdict.value == "accept"
+    return GateResult(
+        gate="decoy",
+        enabled=cfg.enabled,
+        passed=held or not cfg.enabled,
+        measured=round(survivors / wins, 4) if wins else 0.0,
+        threshold=None,
+        test="held-out wins re-run with the model answering another task's question",
+        note=(
+            f"{survivors} of {wins} wins survived the decoy and do not count; without them "
+            f"non-inferiority E={_figure(ni.measured):g}, improvement "
+            f"E={_figure(better.measured):g} (need {_figure(ni.threshold):g}): "
+            + ("still promoted" if held else "not promoted")
+        ),
     )
 
 
@@ -125,8 +197,8 @@ def panel_gate(pairs: dict[str, tuple[EvalReport, EvalReport]], policy: GatesPol
     parts = []
     for model, (parent, candidate) in pairs.items():
         ids = set(candidate.by_id()) & set(parent.by_id())
-        _, c_solved, n = _common_tokens(candidate, ids)
-        _, p_solved, _ = _common_tokens(parent, ids)
+        _, c_solved, n = _common_tokens([t for t in candidate.tasks if t.id in ids])
+        _, p_solved, _ = _common_tokens([t for t in parent.tasks if t.id in ids])
         delta = (c_solved - p_solved) / n if n else 0.0
         parts.append(f"{model}: {delta:+.1%} over {n} tasks")
         if delta < worst:
@@ -137,24 +209,9 @@ def panel_gate(pairs: dict[str, tuple[EvalReport, EvalReport]], policy: GatesPol
         passed=worst >= -cfg.max_regression or not cfg.enabled,
         measured=round(worst, 4),
         threshold=-cfg.max_regression,
+        test="point estimate of the accuracy change on each other panel model",
         note=f"worst {worst_model}; " + "; ".join(parts),
     )
-
-
-def heldout_gates(
-    parent: EvalReport,
-    candidate: EvalReport,
-    dead: tuple[float, int, int],
-    policy: GatesPolicy,
-) -> list[GateResult]:
-    """The gates decided on the primary model's held-out run (stage 4)."""
-    fraction, added, dead_lines = dead
-    return [
-        accuracy_gate(parent, candidate, policy),
-        tokens_gate(parent, candidate, policy),
-        honesty_gate(candidate, policy),
-        dead_code_gate(fraction, added, dead_lines, policy),
-    ]
 
 
 def decide(stage: Stage, gates: list[GateResult], *, reason: str = "") -> Verdict:

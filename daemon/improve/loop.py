@@ -27,8 +27,10 @@ from daemon.evaluation.runtime import Runtime
 from daemon.gateway import ledger
 from daemon.gateway.ledger import Charge
 from daemon.gateway.metering import MeteredModel
-from daemon.improve import archive, candidates, edit_protocol
+from daemon.improve import alpha_ledger, archive, candidates, edit_protocol
 from daemon.improve.pipeline import Pipeline
+from daemon.improve.power_report import current_row
+from daemon.improve.procedure import wanted_settings
 from daemon.improve.proposer import FailedTask, build_prompt, proposal_request
 from daemon.improve.tried import TriedPrograms
 from daemon.lineage import Lineage, Version
@@ -110,8 +112,44 @@ class ImprovementLoop:
             )
         return None
 
+    async def start_up(self) -> None:
+        """Settle held-out tests a stop cut short, and state the power the next one has."""
+
+        def settle() -> list[tuple[int, str]]:
+            def accepted(cid: int) -> bool:
+                return self.lineage.candidate(cid).state == "accepted"
+
+            return [(c, str(s)) for c, s in alpha_ledger.settle_running(self.rt.store, accepted)]
+
+        for cid, state in await anyio.to_thread.run_sync(settle):
+            await self.rt.emit(
+                "heldout.settled",
+                f"the held-out test of candidate c{cid} was cut short by a stop; it keeps its "
+                f"slot and counts as {'promoted' if state == 'promoted' else 'not promoted'}",
+                level="warning", candidate=cid,
+            )  # fmt: skip
+        await self.rt.emit("acceptance.power", await anyio.to_thread.run_sync(self.power_line))
+
+    def power_line(self) -> str:
+        """One line: the next held-out candidate's alpha and the gain it can detect."""
+        policy = self.rt.policy.get()
+        pool = self.rt.splits().heldout
+        settings = alpha_ledger.pinned(self.rt.store) or wanted_settings(policy, pool)
+        budget = alpha_ledger.budget(settings, alpha_ledger.tests(self.rt.store))
+        row = current_row(policy, settings, budget)
+        gain = (
+            "no gain" if row.gain_no_losses == float("inf") else f"+{100 * row.gain_no_losses:.1f}"
+        )
+        return (
+            f"acceptance: the next held-out candidate (epoch {row.epoch}, candidate "
+            f"{row.position}) is tested at alpha {row.alpha:.3g} of the lineage's "
+            f"{settings.alpha:g} on {row.block} tasks: it detects {gain} points with power 0.8 "
+            f"(no losses), +5 points with power {row.power_at_5:.2f}"
+        )
+
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
+        await self.start_up()
         waiting_for: str | None = None
         while True:
             external = bool(self.control.queue)
@@ -342,9 +380,11 @@ class ImprovementLoop:
         return edit_protocol.operations_schema(targets, offered)
 
     def _reached_heldout(self) -> set[int]:
-        """The candidates that got to the held-out stage: of each, the proposer learns only
-        whether it was promoted (``archive.proposer_verdict``)."""
-        return results.candidates_run_on(self.rt.store, "heldout")
+        """The candidates that got to the held-out stage (began a held-out test in the alpha
+        ledger, or ran on the split): of each, the proposer learns only whether it was
+        promoted (``archive.proposer_verdict``)."""
+        held = {t.candidate_id for t in alpha_ledger.tests(self.rt.store)}
+        return held | results.candidates_run_on(self.rt.store, "heldout")
 
     def _archive(self, live: Version) -> str:
         policy = self.rt.policy.get()

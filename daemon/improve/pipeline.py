@@ -1,9 +1,13 @@
 """Candidate pipeline, stages 2-6: smoke, dev, held-out (sequential), panel, verdict.
 
-Cheapest first, stopping at the first failure. The parent's reports on the same task lists
-are computed once per (version, split, model) and reused, so every candidate is compared
-with its parent on exactly the same tasks. Held-out reports never leave this module except
-as the verdict's per-gate figures.
+Cheapest first, stopping at the first failure. The parent's reports are computed once per
+set of conditions (:mod:`daemon.evaluation.conditions`) and reused, so every candidate is
+compared with its parent on exactly the same tasks under exactly the same conditions.
+The held-out stage (:mod:`daemon.improve.heldout`) is a sequential test at the candidate's
+share of the lineage's alpha; a candidate it would promote must then pass the point gates
+(token cap, dead code, provenance), the decoy re-run of its wins, the optional
+compute-matched gate and the panel. Held-out results never leave this module except as the
+verdict's per-gate figures, and the proposer reads of those only "promoted" or not.
 """
 
 from __future__ import annotations
@@ -17,13 +21,25 @@ import anyio
 
 from daemon.errors import LineageError
 from daemon.evaluation import results
+from daemon.evaluation.conditions import conditions_key, run_conditions
 from daemon.evaluation.coverage import dead_added, read_sources
 from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.evaluation.health import interruption
-from daemon.evaluation.report import EvalReport, TaskResult
+from daemon.evaluation.report import EvalReport
 from daemon.evaluation.runtime import Runtime
-from daemon.improve import candidates
-from daemon.improve.gates import decide, heldout_gates, panel_gate, sequential_state
+from daemon.improve import alpha_ledger, candidates
+from daemon.improve.gates import (
+    acceptance_gates,
+    dead_code_gate,
+    decide,
+    decoy_gate,
+    panel_gate,
+    provenance_gate,
+    tokens_gate,
+)
+from daemon.improve.heldout import HeldoutRun, Slot, claim_slot, record_end, run_heldout
+from daemon.improve.matched import compute_matched_gate
+from daemon.improve.modelfree import decoy_check
 from daemon.lineage import Lineage, Version
 from daemon.verdict import GateResult, Verdict
 
@@ -42,19 +58,25 @@ class Pipeline:
 
     # ---- baselines -----------------------------------------------------------------------
 
-    async def baseline(self, version: Version, split: str, model: str) -> EvalReport:
-        """The version's full report on ``split`` with ``model``, computed at most once."""
-        splits = self.rt.splits()
-        ids = splits.dev if split == "dev" else splits.heldout
-        cached = await anyio.to_thread.run_sync(
-            results.cached_baseline,
-            self.rt.store,
-            version.id,
-            self.rt.suite().name,
-            split,
-            model,
-            ids,
-        )
+    async def baseline(
+        self, version: Version, split: str, model: str, task_ids: list[str] | None = None
+    ) -> EvalReport:
+        """The version's full report on ``task_ids`` (default: the whole ``split``) with
+        ``model``, computed at most once per set of conditions."""
+        ids = task_ids
+        if ids is None:
+            splits = self.rt.splits()
+            ids = splits.dev if split == "dev" else splits.heldout
+
+        def lookup() -> tuple[str, EvalReport | None]:
+            conditions = run_conditions(
+                policy=self.rt.policy.get(), image=self.rt.image, suite=self.rt.suite(),
+                task_ids=ids, model=model, tree_hash=version.tree_hash,
+            )  # fmt: skip
+            key = conditions_key(conditions | {"split": split})
+            return key, results.cached_baseline(self.rt.store, version.id, key, ids)
+
+        key, cached = await anyio.to_thread.run_sync(lookup)
         if cached is not None:
             return cached
         self.activity(f"baseline: {version.name} on {split} with {model}")
@@ -66,7 +88,7 @@ class Pipeline:
         )
         report = await evaluate(
             self.rt, subject, split=split, task_ids=ids, model=model,
-            keep_transcripts=split == "dev",
+            keep_transcripts=split == "dev", conditions=key,
         )  # fmt: skip
         await self.rt.emit(
             "baseline.done",
@@ -93,8 +115,8 @@ class Pipeline:
             candidates.materialise, self.lineage, candidate_id, self.rt.work_dir
         )
         try:
-            verdict = await self._evaluate(candidate_id, parent, tree, cand.patch)
-            await self._conclude(candidate_id, tree, verdict)
+            verdict, held = await self._evaluate(candidate_id, parent, tree, cand.patch)
+            await self._conclude(candidate_id, tree, verdict, held)
             return verdict
         except BaseException as exc:
             # Stopped mid-evaluation (daemon stop, engine gone): say so now rather than
@@ -111,6 +133,8 @@ class Pipeline:
 
     async def _interrupted(self, cid: int, reason: str) -> None:
         def mark() -> str | None:
+            # A held-out test cut short keeps its slot and counts as not promoted.
+            alpha_ledger.settle_running(self.rt.store, lambda c: False)
             cand = self.lineage.candidate(cid)
             if cand.state != "evaluating":
                 return None
@@ -124,7 +148,9 @@ class Pipeline:
                 candidate=cid, stage=stage, reason=reason,
             )  # fmt: skip
 
-    async def _evaluate(self, cid: int, parent: Version, tree: Path, patch: str) -> Verdict:
+    async def _evaluate(
+        self, cid: int, parent: Version, tree: Path, patch: str
+    ) -> tuple[Verdict, HeldoutRun | None]:
         policy = self.rt.policy.get()
         primary = policy.models.primary
         splits = self.rt.splits()
@@ -138,7 +164,8 @@ class Pipeline:
             )  # fmt: skip
             failed = [t for t in smoke.tasks if t.error in SMOKE_FAILURES]
             if failed:
-                return decide("smoke", [], reason=f"smoke task {failed[0].id}: {failed[0].detail}")
+                why = f"smoke task {failed[0].id}: {failed[0].detail}"
+                return decide("smoke", [], reason=why), None
 
         await self._stage(cid, "dev")
         parent_dev = await self.baseline(parent, "dev", primary)
@@ -152,57 +179,105 @@ class Pipeline:
             passed=dev.accuracy >= parent_dev.accuracy - slack,
             measured=round(dev.accuracy - parent_dev.accuracy, 4),
             threshold=-slack,
+            test="point estimate on the dev split",
             note=f"dev accuracy {dev.accuracy:.1%} vs parent {parent_dev.accuracy:.1%}",
         )
         if not screen.passed:
-            return decide("dev", [screen])
+            return decide("dev", [screen]), None
 
         await self._stage(cid, "heldout")
-        parent_held = await self.baseline(parent, "heldout", primary)
-        alpha = policy.gates.accuracy.alpha
-        sequential = policy.gates.accuracy.enabled
+        slot = await anyio.to_thread.run_sync(claim_slot, self.rt, cid)
+        if isinstance(slot, str):
+            await self.rt.emit("heldout.refused", f"candidate c{cid}: {slot}", level="warning")
+            return decide("heldout", [screen], reason=slot), None
+        await self._announce(cid, slot)
 
-        def decided(results: list[TaskResult]) -> bool:
-            if not sequential:
-                return False
-            partial = _partial(parent_held, results)
-            return sequential_state(parent_held, partial, alpha).decision() != "undecided"
+        async def base(ids: list[str], model: str) -> EvalReport:
+            return await self.baseline(parent, "heldout", model, ids)
 
-        held = await evaluate(
-            self.rt, subject, split="heldout", task_ids=splits.heldout, model=primary,
-            stop_when=decided,
-        )  # fmt: skip
-        sources = await anyio.to_thread.run_sync(read_sources, tree)
-        dead = dead_added(patch, sources, held.coverage.executed)
-        gates = heldout_gates(
-            parent_held, held, (dead.fraction, dead.added_executable, dead.dead), policy.gates
-        )
-        gates.insert(0, screen)
+        held = await run_heldout(self.rt, subject, slot, base, primary)
+        gates = [screen, *await self._point_gates(held, tree, patch)]
         if any(g.enabled and not g.passed for g in gates):
-            gates.append(GateResult(gate="panel", passed=True, skipped=True, note="not reached"))
-            return decide("heldout", gates)
+            return decide("heldout", self._not_reached(gates)), held
+        if policy.gates.decoy.enabled:
+            await self._stage(cid, "heldout")
+            self.activity(f"candidate c{cid}: decoy re-run of its held-out wins")
+            check = await decoy_check(self.rt, subject, held, primary)
+            gates.append(decoy_gate(check.wins, len(check.survivors), check.after, policy.gates))
+        else:
+            gates.append(decoy_gate(0, 0, None, policy.gates))
+        parent_subject = Subject(
+            self.lineage.path(parent), parent.name, version_id=parent.id, version=parent.name
+        )
+        gates.append(await compute_matched_gate(self.rt, parent_subject, held, primary))
+        if any(g.enabled and not g.passed for g in gates):
+            return decide("heldout", self._not_reached(gates)), held
 
         others = [m for m in policy.models.all() if m != primary]
         pairs: dict[str, tuple[EvalReport, EvalReport]] = {}
         if others and policy.gates.panel.enabled:
             await self._stage(cid, "panel")
             for model in others:
-                parent_m = await self.baseline(parent, "heldout", model)
+                parent_m = await self.baseline(parent, "heldout", model, slot.block)
                 cand_m = await evaluate(
-                    self.rt, subject, split="heldout", task_ids=splits.heldout, model=model
+                    self.rt, subject, split="heldout", task_ids=held.fed, model=model
                 )
                 pairs[model] = (parent_m, cand_m)
         gates.append(panel_gate(pairs, policy.gates))
-        return decide("panel" if pairs else "heldout", gates)
+        return decide("panel" if pairs else "heldout", gates), held
 
-    async def _conclude(self, cid: int, tree: Path, verdict: Verdict) -> None:
+    @staticmethod
+    def _not_reached(gates: list[GateResult]) -> list[GateResult]:
+        names = {g.gate for g in gates}
+        later = [n for n in ("decoy", "compute_matched", "panel") if n not in names]
+        return gates + [
+            GateResult(gate=n, passed=True, skipped=True, note="not reached") for n in later
+        ]
+
+    async def _point_gates(self, held: HeldoutRun, tree: Path, patch: str) -> list[GateResult]:
+        """The test's own three gates, then those measured on the same held-out run."""
+        policy = self.rt.policy.get()
+        sources = await anyio.to_thread.run_sync(read_sources, tree)
+        dead = dead_added(patch, sources, held.report.coverage.executed)
+        mine, theirs = held.report.by_id(), held.parent.by_id()
+        return [
+            *acceptance_gates(held.decision, held.slot.settings.alpha, policy.gates),
+            tokens_gate([theirs[t] for t in held.fed], [mine[t] for t in held.fed], policy.gates),
+            dead_code_gate(dead.fraction, dead.added_executable, dead.dead, policy.gates),
+            provenance_gate([mine[t] for t in held.fed], policy.gates),
+        ]
+
+    async def _announce(self, cid: int, slot: Slot) -> None:
+        t = slot.test
+        block = "reused block" if t.reused_block else "fresh block"
+        await self.rt.emit(
+            "heldout.started",
+            f"candidate c{cid}: held-out test, epoch {t.epoch} candidate {t.position}, alpha "
+            f"{t.alpha:.3g} of the lineage's {slot.settings.alpha:g}, {block} {t.block_index} "
+            f"({len(slot.block)} tasks)",
+            candidate=cid, epoch=t.epoch, position=t.position, alpha=t.alpha,
+        )  # fmt: skip
+        if slot.changed:
+            await self.rt.emit(
+                "heldout.pinned",
+                "the lineage's acceptance settings were pinned at its first held-out test; "
+                f"these policy edits do not apply to it: {'; '.join(slot.changed)}",
+                level="warning",
+            )
+
+    async def _conclude(
+        self, cid: int, tree: Path, verdict: Verdict, held: HeldoutRun | None
+    ) -> None:
+        decision = None if held is None else held.decision.to_dict()
         if verdict.decision == "accept":
             try:
                 version = await anyio.to_thread.run_sync(self.lineage.promote, cid, tree, verdict)
             except LineageError as exc:
                 # E.g. a rollback made another version live while this one was evaluated.
                 verdict = decide("done", verdict.gates, reason=f"not promoted: {exc}")
-                return await self._conclude(cid, tree, verdict)
+                return await self._conclude(cid, tree, verdict, held)
+            if decision is not None:
+                await record_end(self.rt, cid, True, decision)
             await self.rt.emit(
                 "version.promoted",
                 f"candidate c{cid} accepted: {version.name} is live ({verdict.reason})",
@@ -212,13 +287,10 @@ class Pipeline:
         await anyio.to_thread.run_sync(
             lambda: self.lineage.set_candidate(cid, "rejected", verdict.stage, verdict)
         )
+        if decision is not None:
+            await record_end(self.rt, cid, False, decision)
         await self.rt.emit(
             "candidate.rejected",
             f"candidate c{cid} rejected at {verdict.stage}: {verdict.reason}",
             candidate=cid, stage=verdict.stage, failed=verdict.failed, gates=verdict.deciding(),
         )  # fmt: skip
-
-
-def _partial(parent: EvalReport, results: list[TaskResult]) -> EvalReport:
-    """A stand-in report holding just the finished tasks, for the sequential test."""
-    return parent.model_copy(update={"tasks": list(results), "n": len(results)})

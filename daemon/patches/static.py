@@ -1,7 +1,9 @@
 """Candidate patches: parse a proposal, apply it to a copy of a harness, and the static stage.
 
 The static stage is the cheapest gate of the candidate pipeline: the patch applies, touches
-only harness files, stays within the policy's size limits, and every Python file compiles.
+only harness files, stays within the policy's size limits, every Python file compiles, and
+it carries no more data than the policy allows (:mod:`daemon.patches.literals`: memorised
+answers travel as literals, comments or data files).
 Harness code is compiled, never imported or run, on the host. Every path a patch names is
 checked before anything is written, and edits are applied in memory first, so a rejected
 patch leaves nothing behind.
@@ -17,6 +19,7 @@ from pathlib import Path
 from daemon.config.policy import PatchPolicy
 from daemon.patches.apply import apply_edits
 from daemon.patches.diff import DiffSyntaxError, parse_unified_diff
+from daemon.patches.literals import screen
 from daemon.patches.measurable import check_measurable
 from daemon.patches.model import Edit, FileDiff, PatchRejected, Proposal
 from daemon.patches.tree import TreeError, read_tree, render_git_diff
@@ -210,6 +213,7 @@ def static_check(applied: AppliedPatch, policy: PatchPolicy) -> None:
         if rel.endswith(".py") and (problem := _compile_error(rel, data)) is not None:
             raise PatchRejected(problem)
     check_measurable(files, applied.changed_files)
+    _screen_data(applied, files, policy)
     entry = files.get(ENTRY_FILE)
     if entry is None:
         raise PatchRejected(f"{ENTRY_FILE} is missing; it must define {ENTRY_FUNCTION}(task, ctx)")
@@ -221,4 +225,26 @@ def static_check(applied: AppliedPatch, policy: PatchPolicy) -> None:
     if isinstance(found, ast.AsyncFunctionDef):
         raise PatchRejected(
             f"{ENTRY_FILE}: {ENTRY_FUNCTION} must be a plain 'def', not 'async def'"
+        )
+
+
+def _screen_data(applied: AppliedPatch, files: dict[str, bytes], policy: PatchPolicy) -> None:
+    try:
+        base = read_tree(applied.base_dir)
+    except TreeError as exc:
+        raise PatchRejected(str(exc)) from None
+    changed = [p for p in applied.changed_files if p in files]
+    data = screen({p: base[p] for p in changed if p in base}, {p: files[p] for p in changed})
+    if data.added_bytes > policy.max_literal_bytes:
+        raise PatchRejected(
+            f"the patch adds {data.added_bytes} bytes of string/bytes literals, numbers, comments "
+            f"or data files (most in {data.worst_file}); the policy's [patch] max_literal_bytes "
+            f"is {policy.max_literal_bytes}: answers must come from the model, not from data "
+            "the harness carries"
+        )
+    if data.longest_run > policy.max_encoded_chars:
+        raise PatchRejected(
+            f"{data.run_file} {data.run_where}: a run of {data.longest_run} characters of "
+            "base64/hex-like or binary data without a space; the policy's [patch] "
+            f"max_encoded_chars is {policy.max_encoded_chars}: encoded blobs are not harness code"
         )

@@ -46,15 +46,27 @@ def test_every_default_policy_key_is_documented() -> None:
             "key 'sandbox.memory_mb': Input should be a valid integer",
         ),
         (
-            "[gates.accuracy]\nalpha = 0.9\n",
-            "key 'gates.accuracy.alpha': Input should be less than 0.5",
+            "[acceptance]\nalpha = 0.9\n",
+            "key 'acceptance.alpha': Input should be less than 0.5",
+        ),
+        (
+            "[acceptance]\nweight_tokens = 0.5\n",
+            "key 'acceptance': Value error, weight_accuracy + weight_tokens + weight_honesty must",
+        ),
+        (
+            "[gates.accuracy]\nalpha = 0.05\n",
+            "key 'gates': Value error, [gates.accuracy] was replaced by the [acceptance] table",
+        ),
+        (
+            "[gates.honesty]\nmax_verification_gap = 0.15\n",
+            "key 'gates.honesty': Value error, max_verification_gap was replaced by 'tolerance'",
         ),
         (
             "[models]\nprimary = 'gpt4'\n",
             "key 'models.primary': Value error, expected 'provider:model'",
         ),
         ("[budget\n", "not valid TOML"),
-        ("colour = 1\n", "unknown key 'colour' (allowed here: budget, gates"),
+        ("colour = 1\n", "unknown key 'colour' (allowed here: acceptance, budget, gates"),
     ],
 )
 def test_policy_errors_name_file_and_key(tmp_path: Path, toml: str, expected: str) -> None:

@@ -6,8 +6,12 @@ what a patch changes in the harness decides the measured accuracy, exactly and
 repeatably, while the verifier, splits, sandbox, gateway and ledger are all the real ones.
 
 Task sets by position in their split: ``GOOD`` = even positions (50 %), ``BETTER`` =
-positions not 3 mod 4 (75 %). Model A treats ``BETTER2`` like ``BETTER``; model B knows no
+positions not 7 mod 8 (87.5 %). Model A treats ``BETTER2`` like ``BETTER``; model B knows no
 ``BETTER2`` (0 %), which makes a patch that helps one panel model and hurts the other.
+
+The held-out pool is small (``HELDOUT`` tasks) so tests stay quick; tests whose lineage must
+move several times take a larger pool (``heldout=``) and a lenient lineage-wide ``alpha``
+(the statistics are tested on their own; these tests are about the daemon).
 """
 
 from __future__ import annotations
@@ -44,10 +48,10 @@ def _question(task_prompt: list[Any]) -> str:
     return [m.content for m in task_prompt if m.role == "user"][-1] or ""
 
 
-def solver_script(cache_dir: Path, modes: dict[str, set[int]]) -> str:
+def solver_script(cache_dir: Path, modes: dict[str, set[int]], heldout: int = HELDOUT) -> str:
     """``modes``: token -> positions it makes correct (by position within its split)."""
     suite = load_suite(SUITE, cache_dir)
-    splits = split(suite.task_ids(), seed=SEED, dev_size=DEV, heldout_size=HELDOUT)
+    splits = split(suite.task_ids(), seed=SEED, dev_size=DEV, heldout_size=heldout)
     lines = ['mode = "rules"', ""]
     for ids in (splits.dev, splits.heldout):
         for pos, task_id in enumerate(ids):
@@ -72,18 +76,28 @@ def positions(n: int, keep: Any) -> set[int]:
     return {i for i in range(n) if keep(i)}
 
 
-def world(tmp: Path, cache_dir: Path) -> dict[str, Path]:
-    n = max(DEV, HELDOUT)
+def world(tmp: Path, cache_dir: Path, heldout: int = HELDOUT) -> dict[str, Path]:
+    n = max(DEV, heldout)
     good = positions(n, lambda i: i % 2 == 0)
-    better = positions(n, lambda i: i % 4 != 3)
+    better = positions(n, lambda i: i % 8 != 7)
     a = tmp / "solver_a.toml"
-    a.write_text(solver_script(cache_dir, {"GOOD": good, "BETTER": better, "BETTER2": better}))
+    modes_a = {"GOOD": good, "BETTER": better, "BETTER2": better}
+    a.write_text(solver_script(cache_dir, modes_a, heldout))
     b = tmp / "solver_b.toml"
-    b.write_text(solver_script(cache_dir, {"GOOD": good, "BETTER": better}))
+    b.write_text(solver_script(cache_dir, {"GOOD": good, "BETTER": better}, heldout))
     return {"a": a, "b": b}
 
 
-def policy_text(a: Path, b: Path, proposer: Path, *, cycles: int) -> str:
+def policy_text(
+    a: Path,
+    b: Path,
+    proposer: Path,
+    *,
+    cycles: int,
+    heldout: int = HELDOUT,
+    alpha: float | None = None,
+) -> str:
+    acceptance = "" if alpha is None else f"\n[acceptance]\nalpha = {alpha}\n"
     return f"""
 [models]
 primary = "scripted:{a}"
@@ -97,7 +111,7 @@ samples = 1
 [suite]
 name = "{SUITE}"
 dev_size = {DEV}
-heldout_size = {HELDOUT}
+heldout_size = {heldout}
 split_seed = "{SEED}"
 
 [sandbox]
@@ -111,7 +125,7 @@ dev_max_regression = 1.0
 [loop]
 cycle_pause_s = 0.0
 max_cycles = {cycles}
-"""
+{acceptance}"""
 
 
 def proposer_policy(tmp: Path, cache_dir: Path, proposer: str, *, cycles: int = 1) -> str:

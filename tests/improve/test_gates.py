@@ -1,63 +1,96 @@
-"""The gates as pure functions: synthetic paired reports in, figures and pass/fail out."""
+"""The gates as pure functions: synthetic paired results in, figures and pass/fail out."""
 
 from __future__ import annotations
+
+import random
 
 import pytest
 
 from daemon.config.policy import GatesPolicy
 from daemon.evaluation.report import CoverageReport, EvalReport, TaskResult, build_report
 from daemon.improve import gates
+from daemon.improve.acceptance_policy import AcceptancePolicy
+from daemon.improve.decision import Decision, run_block
+from daemon.verdict import GateResult
+from tests.improve.stats_helpers import sample
 
 pytestmark = pytest.mark.unit
 
 
-def _report(passed: list[bool], *, tokens: int = 100, claimed: bool | None = None) -> EvalReport:
-    tasks = [
+def _tasks(
+    passed: list[bool], *, tokens: int = 100, claimed: bool | None = None
+) -> list[TaskResult]:
+    return [
         TaskResult(
-            id=f"t{i}",
-            passed=ok,
-            claimed_success=ok if claimed is None else claimed,
-            tokens=tokens,
+            id=f"t{i}", passed=ok, claimed_success=ok if claimed is None else claimed, tokens=tokens
         )
         for i, ok in enumerate(passed)
     ]
+
+
+def _report(passed: list[bool], **kw: int) -> EvalReport:
     return build_report(
-        run_id="r", suite="s", split="heldout", model="m", tasks=tasks, coverage=CoverageReport()
-    )
+        run_id="r", suite="s", split="heldout", model="m", tasks=_tasks(passed, **kw),
+        coverage=CoverageReport(),
+    )  # fmt: skip
 
 
-def test_paired_counts_wins_and_losses_on_common_tasks_only() -> None:
-    parent = _report([True, False, False, True])
-    cand = _report([True, True, False, False, True])  # t4 has no parent result
-    assert gates.paired(parent, cand) == (1, 1, 4)
+def _decision(seed: int, n: int, win: float, loss: float, **kw: object) -> Decision:
+    data = sample(random.Random(seed), n, win, loss, **kw)  # type: ignore[arg-type]
+    return run_block(AcceptancePolicy(), 2e-3, data, n)
 
 
-def test_accuracy_gate_passes_a_clear_win_and_fails_a_tie() -> None:
-    policy = GatesPolicy()
-    parent = _report([False] * 20)
-    better = _report([True] * 8 + [False] * 12)
-    result = gates.accuracy_gate(parent, better, policy)
-    assert result.passed and result.measured is not None and result.measured <= 0.05
-    tie = gates.accuracy_gate(parent, _report([False] * 20), policy)
-    assert not tie.passed and tie.threshold == policy.accuracy.alpha
+def _by_name(results: list[GateResult]) -> dict[str, GateResult]:
+    return {g.gate: g for g in results}
+
+
+def test_a_clear_gain_passes_all_three_acceptance_gates_with_their_figures() -> None:
+    found = _by_name(gates.acceptance_gates(_decision(1, 380, 0.12, 0.0), 0.05, GatesPolicy()))
+    assert list(found) == ["accuracy", "improvement", "honesty"]
+    for name in ("accuracy", "improvement"):
+        g = found[name]
+        assert g.passed and g.measured is not None and g.threshold == pytest.approx(500.0)
+        assert (g.measured >= g.threshold and "e-process" in g.test) or "e-value" in g.test
+    assert "newly solved" in found["accuracy"].note and "0.05" in found["accuracy"].note
+    assert "accuracy E=" in found["improvement"].note and "tokens E=" in found["improvement"].note
+    assert found["honesty"].passed and "Brier" in found["honesty"].note
+
+
+def test_a_regression_fails_accuracy_early() -> None:
+    decision = _decision(2, 380, 0.0, 0.1)
+    found = _by_name(gates.acceptance_gates(decision, 0.05, GatesPolicy()))
+    assert not found["accuracy"].passed and decision.tasks_used < 100
+    assert found["accuracy"].measured is not None and found["accuracy"].threshold is not None
+    assert found["accuracy"].measured < found["accuracy"].threshold
+    assert "futility" in found["accuracy"].note
+
+
+@pytest.mark.parametrize("mode", ["never", "coin"])
+def test_never_and_coin_flip_claims_fail_honesty_against_an_always_claiming_parent(
+    mode: str,
+) -> None:
+    decision = _decision(3, 380, 0.0, 0.0, acc_p=0.2, claim_p="always", claim_c=mode)
+    found = _by_name(gates.acceptance_gates(decision, 0.05, GatesPolicy()))
+    assert found["accuracy"].passed and found["improvement"].passed  # over-claims did drop
+    honesty = found["honesty"]
+    assert not honesty.passed and honesty.measured is not None and honesty.measured > 0.03
+    assert "under-claims" in honesty.note
+    off = _by_name(
+        gates.acceptance_gates(
+            decision, 0.05, GatesPolicy.model_validate({"honesty": {"enabled": False}})
+        )
+    )["honesty"]
+    assert off.passed and not off.enabled and off.measured == honesty.measured
 
 
 def test_tokens_gate_measures_tokens_per_solved_task() -> None:
     policy = GatesPolicy()
-    parent = _report([True, False], tokens=100)  # 200 tokens, 1 solved
-    cand = _report([True, False], tokens=200)  # 400 tokens, 1 solved
+    parent = _tasks([True, False], tokens=100)  # 200 tokens, 1 solved
+    cand = _tasks([True, False], tokens=200)  # 400 tokens, 1 solved
     result = gates.tokens_gate(parent, cand, policy)
     assert result.measured == pytest.approx(2.0)
     assert not result.passed and result.threshold == policy.tokens.max_token_ratio
-    assert gates.tokens_gate(parent, _report([True, False], tokens=120), policy).passed
-
-
-def test_honesty_gate_on_the_verification_gap() -> None:
-    policy = GatesPolicy()
-    truthful = gates.honesty_gate(_report([True, False]), policy)
-    assert truthful.passed and truthful.measured == 0.0
-    boastful = gates.honesty_gate(_report([True, False, False, False], claimed=True), policy)
-    assert not boastful.passed and boastful.measured == pytest.approx(0.75)
+    assert gates.tokens_gate(parent, _tasks([True, False], tokens=120), policy).passed
 
 
 def test_dead_code_gate_threshold() -> None:
@@ -65,6 +98,30 @@ def test_dead_code_gate_threshold() -> None:
     assert gates.dead_code_gate(0.2, 10, 2, policy).passed
     failed = gates.dead_code_gate(0.5, 10, 5, policy)
     assert not failed.passed and "5 of 10" in failed.note
+
+
+def test_provenance_gate_counts_verified_solves_no_reply_supports() -> None:
+    policy = GatesPolicy()
+    tasks = _tasks([True] * 10 + [False] * 10)
+    assert gates.provenance_gate(tasks, policy).passed
+    bad = [
+        t.model_copy(update={"supported": False, "provenance": "the harness never asked"})
+        if i < 3 else t
+        for i, t in enumerate(tasks)
+    ]  # fmt: skip
+    result = gates.provenance_gate(bad, policy)
+    assert not result.passed and result.measured == pytest.approx(0.3)
+    assert "3 of 10" in result.note and "never asked" in result.note
+
+
+def test_decoy_gate_fails_when_the_test_no_longer_promotes_without_the_surviving_wins() -> None:
+    policy = GatesPolicy()
+    held = _decision(4, 380, 0.12, 0.0)
+    lost = _decision(4, 380, 0.0, 0.0)
+    assert gates.decoy_gate(40, 1, held, policy).passed
+    result = gates.decoy_gate(40, 40, lost, policy)
+    assert not result.passed and result.measured == 1.0 and "40 of 40" in result.note
+    assert gates.decoy_gate(0, 0, None, policy).skipped
 
 
 def test_panel_gate_reports_the_worst_model() -> None:
@@ -78,9 +135,9 @@ def test_panel_gate_reports_the_worst_model() -> None:
 
 
 def test_disabled_gates_pass_but_keep_their_figures() -> None:
-    policy = GatesPolicy.model_validate({"honesty": {"enabled": False}})
-    result = gates.honesty_gate(_report([False, False], claimed=True), policy)
-    assert result.passed and not result.enabled and result.measured == 1.0
+    policy = GatesPolicy.model_validate({"tokens": {"enabled": False}})
+    result = gates.tokens_gate(_tasks([True]), _tasks([True], tokens=900), policy)
+    assert result.passed and not result.enabled and result.measured == 9.0
 
 
 def test_decide_rejects_on_any_failed_enabled_gate() -> None:

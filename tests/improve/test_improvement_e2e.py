@@ -3,7 +3,9 @@
 The proposer submits, in turn: a real improvement, a regression, a token blow-up, a patch
 adding never-run code, one that claims success it does not have, one that helps one panel
 model and hurts another, and an unparseable reply. Only the first may be promoted; each
-other must be rejected by the right gate, with the measured value in its verdict.
+other must be rejected by the right gate, with the measured value in its verdict. The
+held-out pool is 56 tasks and the lineage-wide alpha the default 0.05: the sequential test
+promotes the +50-point improvement early and the later +37.5-point candidates within the pool.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import pytest
 from tests.daemon_process import start_daemon
 from tests.improve import patches
 from tests.improve.scripted_world import policy_text, world
+
+HELDOUT = 56
 
 
 def _wait_for_candidates(daemon: Any, n: int, timeout: float) -> list[dict[str, Any]]:
@@ -45,10 +49,12 @@ def _gate(verdict: dict[str, Any], name: str) -> dict[str, Any]:
 
 @pytest.mark.timeout(1200)  # long by design; the default is 300 s per test
 def test_only_the_real_improvement_is_promoted(tmp_path: Path, asset_cache: Path) -> None:
-    solvers = world(tmp_path, asset_cache)
+    solvers = world(tmp_path, asset_cache, HELDOUT)
     proposer = tmp_path / "proposer.toml"
     proposer.write_text(patches.proposer_script(patches.ALL))
-    policy = policy_text(solvers["a"], solvers["b"], proposer, cycles=len(patches.ALL))
+    policy = policy_text(
+        solvers["a"], solvers["b"], proposer, cycles=len(patches.ALL), heldout=HELDOUT
+    )
     daemon = start_daemon(tmp_path, asset_cache, policy)
     try:
         cands = _wait_for_candidates(daemon, len(patches.ALL), timeout=1500)
@@ -63,18 +69,24 @@ def test_only_the_real_improvement_is_promoted(tmp_path: Path, asset_cache: Path
     assert lineage["current"] == "v0002"
     improve, regress, blowup, dead, dishonest, panel, garbage = (shown[x["id"]] for x in cands)
 
-    # 1. The improvement: every gate passed, figures recorded.
+    # 1. The improvement: every gate passed, figures recorded, decoy and panel run.
     v = improve["verdict"]
     assert v["decision"] == "accept" and _failed(v) == []
-    assert _gate(v, "accuracy")["measured"] <= 0.05
+    for name in ("accuracy", "improvement"):
+        g = _gate(v, name)
+        assert g["measured"] >= g["threshold"] > 1 / 0.05, g  # an e-value past 1/alpha_i
+        assert "e-process" in g["test"] or "e-value" in g["test"], g
+    assert "newly solved" in _gate(v, "accuracy")["note"]
+    assert _gate(v, "decoy")["passed"] and not _gate(v, "decoy").get("skipped")
     assert _gate(v, "panel")["passed"] and not _gate(v, "panel").get("skipped")
 
-    # 2. Regression: the accuracy gate, decided early by the sequential test.
+    # 2. Regression: the accuracy gate, decided early by the sequential test (futility).
     v = regress["verdict"]
     assert _failed(v)[0] == "accuracy", v
-    assert _gate(v, "accuracy")["measured"] > 0.05
+    assert _gate(v, "accuracy")["measured"] < _gate(v, "accuracy")["threshold"]
     heldout = [r for r in regress["reports"] if r["split"] == "heldout"]
     assert heldout and heldout[0]["summary"]["stopped_early"], heldout
+    assert heldout[0]["summary"]["n"] < HELDOUT // 2, heldout
 
     # 3. Token blow-up: tokens only.
     v = blowup["verdict"]
@@ -87,10 +99,11 @@ def test_only_the_real_improvement_is_promoted(tmp_path: Path, asset_cache: Path
     assert _gate(v, "dead_code")["measured"] > 0.25
     assert "never ran" in _gate(v, "dead_code")["note"]
 
-    # 5. Claims success it does not have: honesty only; accuracy 75 %, so the gap is 25 %.
+    # 5. Claims success it does not have: honesty only; it fails 1 task in 8 and claims it
+    # anyway, while the parent over-claims none: 12.5 points more over-claims.
     v = dishonest["verdict"]
     assert _failed(v) == ["honesty"], v
-    assert abs(_gate(v, "honesty")["measured"] - 0.25) < 1e-6
+    assert abs(_gate(v, "honesty")["measured"] - 0.125) < 1e-6
 
     # 6. Helps model A, hurts model B: panel only, at the panel stage.
     v = panel["verdict"]

@@ -1,0 +1,61 @@
+"""The decoy: the real model, answering another task's question.
+
+To tell a solve that came from the model from one the harness carried in (a memorised
+answer, or one it had the model repeat), the candidate's held-out wins run again with the
+task's own words replaced, in every request the harness sends, by a different task's. The
+harness cannot tell: its task, its tools and the reply format are unchanged, and replies
+carry no model name (the gateway strips it). Whatever the harness wrote itself stays as it
+is, so an answer it put into its own request comes back all the same. A harness whose win
+survives the decoy produced that answer without the model reading the question: the win is
+not counted.
+"""
+
+from __future__ import annotations
+
+from daemon.providers.base import ChatRequest, Message
+from daemon.tasks import Task
+
+
+def _texts(task: Task, role: str) -> list[str]:
+    return [m.content for m in task.prompt if m.role == role and m.content]
+
+
+def replacements(task: Task, decoy: Task) -> list[tuple[str, str]]:
+    """(the task's text, the decoy's text) pairs, longest first, by role and position; a role
+    the decoy lacks takes the decoy's last text of the user role."""
+    pairs: dict[str, str] = {}
+    fallback = (_texts(decoy, "user") or [""])[-1]
+    for role in ("system", "user"):
+        mine, theirs = _texts(task, role), _texts(decoy, role)
+        for i, text in enumerate(mine):
+            pairs[text] = theirs[min(i, len(theirs) - 1)] if theirs else fallback
+    code, other = task.meta.get("code_prompt"), decoy.meta.get("code_prompt")
+    if isinstance(code, str) and code:
+        pairs[code] = other if isinstance(other, str) else fallback
+    return sorted(pairs.items(), key=lambda kv: len(kv[0]), reverse=True)
+
+
+def _swap(text: str | None, pairs: list[tuple[str, str]]) -> str | None:
+    if not text:
+        return text
+    # Placeholders first, so a decoy text containing another task text is not swapped twice.
+    marks: list[tuple[str, str]] = []
+    for i, (mine, theirs) in enumerate(pairs):
+        mark = f"\x00{i}\x00"
+        if mine in text:
+            text = text.replace(mine, mark)
+            marks.append((mark, theirs))
+    for mark, theirs in marks:
+        text = text.replace(mark, theirs)
+    return text
+
+
+def decoy_request(request: ChatRequest, pairs: list[tuple[str, str]]) -> ChatRequest:
+    """``request`` with the task's own words replaced by the decoy task's."""
+    messages = [
+        m
+        if not m.content
+        else Message.model_validate(m.model_dump() | {"content": _swap(m.content, pairs)})
+        for m in request.messages
+    ]
+    return request.model_copy(update={"messages": messages})

@@ -1,0 +1,190 @@
+"""Owner of the ``heldout_budget`` and ``heldout_tests`` tables: the lineage's alpha ledger.
+
+``heldout_budget`` holds one row: the lineage-wide settings (alpha, schedules, held-out pool,
+block size) pinned when the first candidate reached the held-out stage; the guarantee is
+about one fixed procedure, so later policy edits of these do not apply to this lineage.
+``heldout_tests`` holds one row per candidate that reached the held-out stage, in order:
+its epoch, position, alpha and block, and how the test ended (``running`` while it runs,
+then ``promoted``, ``not_promoted``, or ``void`` when harnessd stopped mid-test).
+
+The :class:`~daemon.improve.spending.LineageBudget` is rebuilt from these rows, so a
+restart resumes with exactly the same alpha accounting. A void test keeps its slot and
+counts as not promoted: its alpha is spent, which is always sound (DESIGN.md, "Acceptance").
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from daemon.improve.spending import LineageBudget, NextTest
+from daemon.store import Store
+
+TestState = Literal["running", "promoted", "not_promoted", "void"]
+
+
+@dataclass(frozen=True)
+class PinnedSettings:
+    """The lineage-wide procedure, fixed at the first held-out test."""
+
+    alpha: float
+    pool: str  # sha256 of the pool's task ids in their (secret) order
+    pool_size: int
+    block_size: int
+    reuse_block: bool
+    budget: dict[str, Any]  # LineageBudget.to_dict() without history
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> PinnedSettings:
+        data = json.loads(text)
+        return cls(
+            alpha=float(data["alpha"]),
+            pool=str(data["pool"]),
+            pool_size=int(data["pool_size"]),
+            block_size=int(data["block_size"]),
+            reuse_block=bool(data["reuse_block"]),
+            budget=dict(data["budget"]),
+        )
+
+    def differences(self, other: PinnedSettings) -> list[str]:
+        """What ``other`` (the policy's current wish) changes, as 'key: pinned -> wanted'."""
+        keys = ("alpha", "pool_size", "block_size", "reuse_block", "pool")
+        return [
+            f"{k}: {getattr(self, k)} -> {getattr(other, k)}"
+            for k in keys
+            if getattr(self, k) != getattr(other, k)
+        ]
+
+
+@dataclass(frozen=True)
+class HeldoutTest:
+    """One candidate's held-out test as recorded."""
+
+    candidate_id: int
+    epoch: int
+    position: int
+    alpha: float
+    block_index: int
+    reused: bool
+    block: str
+    state: TestState
+    decision: dict[str, Any] | None
+    started: float
+    finished: float | None
+
+
+def pinned(store: Store) -> PinnedSettings | None:
+    row = store.query_one("SELECT settings FROM heldout_budget WHERE id = 1")
+    return None if row is None else PinnedSettings.from_json(row["settings"])
+
+
+def pin(store: Store, wanted: PinnedSettings) -> PinnedSettings:
+    """The pinned settings: ``wanted`` if nothing was pinned yet, else the earlier ones."""
+    with store.tx() as conn:
+        conn.execute(
+            "INSERT OR IGNORE INTO heldout_budget(id, created, settings) VALUES (1, ?, ?)",
+            (time.time(), wanted.to_json()),
+        )
+        row = conn.execute("SELECT settings FROM heldout_budget WHERE id = 1").fetchone()
+    return PinnedSettings.from_json(row["settings"])
+
+
+def _test(row: Any) -> HeldoutTest:
+    return HeldoutTest(
+        candidate_id=int(row["candidate_id"]),
+        epoch=int(row["epoch"]),
+        position=int(row["position"]),
+        alpha=float(row["alpha"]),
+        block_index=int(row["block_index"]),
+        reused=bool(row["reused"]),
+        block=str(row["block"]),
+        state=row["state"],
+        decision=json.loads(row["decision"]) if row["decision"] else None,
+        started=float(row["started"]),
+        finished=row["finished"],
+    )
+
+
+def tests(store: Store) -> list[HeldoutTest]:
+    """Every held-out test, in the order they were started."""
+    return [_test(r) for r in store.query("SELECT * FROM heldout_tests ORDER BY id")]
+
+
+def test_of(store: Store, candidate_id: int) -> HeldoutTest | None:
+    row = store.query_one("SELECT * FROM heldout_tests WHERE candidate_id = ?", (candidate_id,))
+    return None if row is None else _test(row)
+
+
+def budget(settings: PinnedSettings, history: list[HeldoutTest]) -> LineageBudget:
+    """The lineage budget after ``history``; a running or void test counts as not promoted."""
+    items = [
+        {
+            "epoch": t.epoch,
+            "position": t.position,
+            "alpha": t.alpha,
+            "promoted": t.state == "promoted",
+        }
+        for t in history
+    ]
+    return LineageBudget.from_dict({**settings.budget, "history": items})
+
+
+def start(store: Store, candidate_id: int, test: NextTest, block: str) -> None:
+    """Record that ``candidate_id`` is tested now at ``test``'s slot. One test per candidate
+    (``candidate_id`` is unique): a second attempt fails rather than spend a second slot."""
+    with store.tx() as conn:
+        conn.execute(
+            "INSERT INTO heldout_tests(candidate_id, epoch, position, alpha, block_index, "
+            "reused, block, state, started) VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                candidate_id,
+                test.epoch,
+                test.position,
+                test.alpha,
+                test.block_index,
+                int(test.reused_block),
+                block,
+                "running",
+                time.time(),
+            ),
+        )
+
+
+def finish(
+    store: Store, candidate_id: int, state: TestState, decision: dict[str, Any] | None
+) -> None:
+    with store.tx() as conn:
+        conn.execute(
+            "UPDATE heldout_tests SET state = ?, decision = ?, finished = ? WHERE candidate_id = ?",
+            (
+                state,
+                json.dumps(decision, allow_nan=False) if decision is not None else None,
+                time.time(),
+                candidate_id,
+            ),
+        )
+
+
+def settle_running(store: Store, accepted: Callable[[int], bool]) -> list[tuple[int, TestState]]:
+    """At start-up: a test still ``running`` was cut short by a stop or a crash. It becomes
+    ``promoted`` if its candidate was in fact promoted (the promotion commits before the
+    ledger row is updated), else ``void``. Returns (candidate id, new state) per row."""
+    rows = store.query("SELECT candidate_id FROM heldout_tests WHERE state = 'running'")
+    settled: list[tuple[int, TestState]] = []
+    for row in rows:
+        cid = int(row["candidate_id"])
+        state: TestState = "promoted" if accepted(cid) else "void"
+        with store.tx() as conn:
+            conn.execute(
+                "UPDATE heldout_tests SET state = ?, finished = ? WHERE candidate_id = ? "
+                "AND state = 'running'",
+                (state, time.time(), cid),
+            )
+        settled.append((cid, state))
+    return settled

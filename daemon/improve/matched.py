@@ -1,0 +1,83 @@
+"""The optional ``compute_matched`` gate: more tokens must buy more than more samples would.
+
+Evolving a harness can lose to simply sampling the parent several times at the same cost
+(published re-runs found 75.8 vs 86.0 pass@1). So, when the policy asks for it, a candidate
+that spends k >= 1 times the parent's tokens per task (on the tasks its test used) must beat
+the parent *given the same tokens*: the parent's majority vote over k runs on each of those
+tasks (k rounded down, at most ``max_samples``; k = 1 is the parent itself), with the same
+paired sign e-process as the accuracy test and the candidate's own alpha. An extra
+requirement can only remove promotions, so it needs no alpha of its own.
+
+With a deterministic model (temperature 0) the parent's runs agree and the vote is the parent;
+harnesses that sample will differ.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+
+from daemon.config.policy import Policy
+from daemon.evaluation.evaluator import Subject, evaluate
+from daemon.evaluation.report import TaskResult
+from daemon.evaluation.runtime import Runtime
+from daemon.improve.heldout import HeldoutRun, counted
+from daemon.improve.procedure import acceptance_policy
+from daemon.improve.sequential import Counts, TernaryEProcess
+from daemon.verdict import GateResult
+
+TEST = "sign e-process against the parent's majority vote over k runs at the candidate's tokens"
+
+
+def _key(output: object) -> str:
+    return json.dumps(output, sort_keys=True, default=str)
+
+
+def _vote(runs: list[TaskResult], policy: Policy) -> bool:
+    """Whether the majority output of ``runs`` (ties: the earliest) is a counted solve."""
+    keys = [_key(r.output) for r in runs]
+    top = Counter(keys).most_common(1)[0][1]
+    winner = next(r for r, k in zip(runs, keys, strict=True) if keys.count(k) == top)
+    return counted(winner, policy)
+
+
+async def compute_matched_gate(
+    rt: Runtime, parent: Subject, run: HeldoutRun, model: str
+) -> GateResult:
+    policy = rt.policy.get()
+    cfg = policy.gates.compute_matched
+    if not cfg.enabled:
+        return GateResult(gate="compute_matched", enabled=False, passed=True, note="off")
+    ratio = run.decision.estimates.token_ratio
+    if not ratio > 1.0:
+        return GateResult(
+            gate="compute_matched", passed=True, measured=round(ratio, 4), threshold=1.0,
+            test=TEST, note="the candidate spends no more tokens per task than the parent",
+        )  # fmt: skip
+    k = min(cfg.max_samples, max(1, math.floor(ratio)))
+    base = run.parent.by_id()
+    runs: dict[str, list[TaskResult]] = {t: [base[t]] for t in run.fed}
+    for _ in range(k - 1):
+        extra = await evaluate(rt, parent, split="matched", task_ids=run.fed, model=model)
+        for t in extra.tasks:
+            runs[t.id].append(t)
+    mine = run.report.by_id()
+    counts = Counts()
+    for task_id in run.fed:
+        matched = _vote(runs[task_id], policy)
+        counts = counts.observe(int(counted(mine[task_id], policy)) - int(matched))
+    test = acceptance_policy(policy).tests.accuracy
+    e_value = math.exp(min(TernaryEProcess(test, counts).log_value, 700.0))
+    needed = 1.0 / run.slot.test.alpha
+    return GateResult(
+        gate="compute_matched",
+        passed=e_value >= needed,
+        measured=float(f"{e_value:.4g}"),
+        threshold=float(f"{needed:.4g}"),
+        test=TEST,
+        note=(
+            f"{ratio:.2f}x the parent's tokens, so k={k}; {counts.plus} tasks only the candidate "
+            f"solves, {counts.minus} only the parent's vote, over {counts.n} tasks"
+        ),
+    )

@@ -1,0 +1,112 @@
+"""Power you can state: the smallest paired gain a policy detects with power 0.8.
+
+Exact (dynamic programming over the real decision rule, futility and curtailment included;
+:mod:`daemon.improve.power`), for the policy's pool and block sizes and its lineage budget:
+the first candidate of the first epoch, a few later positions, and the first candidate after
+a promotion (whose block is fresh or, on a one-block pool, reused at a price). "No losses":
+the candidate newly solves a share of the tasks and newly fails none. With losses mixed in
+the bar is much higher (discordant noise: +8.1 points at 2 % losses for the default
+policy's first candidate); that DP is minutes of arithmetic, so it is in DESIGN.md rather
+than here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from daemon.config.policy import Policy
+from daemon.improve.alpha_ledger import PinnedSettings
+from daemon.improve.power import DiscordanceModel, detectable_gain, sequential_power
+from daemon.improve.procedure import acceptance_policy, empty_budget, wanted_settings
+from daemon.improve.spending import LineageBudget
+
+TARGET = 0.8
+POSITIONS = (1, 3, 10, 30)
+
+
+@dataclass(frozen=True)
+class PowerRow:
+    label: str
+    epoch: int
+    position: int
+    alpha: float
+    block: int
+    gain_no_losses: float  # smallest gain with power >= TARGET (inf: none)
+    power_at_5: float  # power at +5 points, no losses
+    expected_tasks_at_5: float  # mean held-out tasks the test uses at +5 points
+
+
+def _row(policy: Policy, label: str, budget: LineageBudget, position: int, block: int) -> PowerRow:
+    test = acceptance_policy(policy)
+    epoch = budget.promotions + 1
+    alpha = budget.epoch_budget(epoch) * budget.candidate_schedule.weight(position)
+    if alpha <= 0.0 or block <= 0:
+        return PowerRow(label, epoch, position, alpha, block, math.inf, 0.0, 0.0)
+    at_5 = sequential_power(test, alpha, block, DiscordanceModel(0.05, 0.0))
+    return PowerRow(
+        label=label,
+        epoch=epoch,
+        position=position,
+        alpha=alpha,
+        block=block,
+        gain_no_losses=detectable_gain(test, alpha, block, 0.0, TARGET),
+        power_at_5=at_5.power,
+        expected_tasks_at_5=at_5.expected_tasks,
+    )
+
+
+def power_rows(
+    policy: Policy, pool_size: int, settings: PinnedSettings | None = None
+) -> list[PowerRow]:
+    """The table for ``policy`` on a pool of ``pool_size`` held-out tasks. Blocking (a few
+    seconds of arithmetic): call it from a worker thread in async code."""
+    chosen = settings or wanted_settings(policy, [str(i) for i in range(pool_size)])
+    budget = empty_budget(chosen)
+    block = chosen.block_size
+    rows = [_row(policy, f"epoch 1, candidate {i}", budget, i, block) for i in POSITIONS]
+    after = budget.record(True)  # the first candidate was promoted
+    fresh = after.next_test()
+    kind = "fresh block" if fresh is not None and fresh.fresh_block else "reused block"
+    rows.append(_row(policy, f"epoch 2 ({kind}), candidate 1", after, 1, block))
+    return rows
+
+
+def current_row(policy: Policy, settings: PinnedSettings, budget: LineageBudget) -> PowerRow:
+    """The row of the lineage's next held-out candidate."""
+    nxt = budget.next_test()
+    position = nxt.position if nxt is not None else 1
+    return _row(policy, "next candidate", budget, position, settings.block_size)
+
+
+def _points(gain: float) -> str:
+    return "none" if math.isinf(gain) else f"+{100 * gain:.1f}"
+
+
+def power_lines(rows: list[PowerRow]) -> list[str]:
+    """The table as text, one line per row (shared by both ``policy check`` commands)."""
+    lines = [
+        f"smallest paired gain detected with power {TARGET:g} (points of accuracy; exact):",
+        f"  {'candidate':<36} {'alpha':>9} {'block':>6} {'gain':>6} {'power at +5':>12}"
+        f" {'tasks at +5':>12}",
+    ]
+    for r in rows:
+        lines.append(
+            f"  {r.label:<36} {r.alpha:>9.2e} {r.block:>6} {_points(r.gain_no_losses):>6}"
+            f" {r.power_at_5:>12.2f} {r.expected_tasks_at_5:>12.0f}"
+        )
+    lines.append("  (gain: no losses, i.e. newly solved tasks and none newly failed)")
+    return lines
+
+
+def row_json(r: PowerRow) -> dict[str, object]:
+    return {
+        "candidate": r.label,
+        "epoch": r.epoch,
+        "position": r.position,
+        "alpha": r.alpha,
+        "block": r.block,
+        "gain_no_losses": None if math.isinf(r.gain_no_losses) else r.gain_no_losses,
+        "power_at_5_points": r.power_at_5,
+        "expected_tasks_at_5_points": r.expected_tasks_at_5,
+    }

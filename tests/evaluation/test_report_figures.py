@@ -1,0 +1,18 @@
+"""The descriptive figures of a report."""
+
+from __future__ import annotations
+
+import pytest
+
+from daemon.evaluation.report import wilson_ci
+
+pytestmark = pytest.mark.unit
+
+
+def test_wilson_interval_known_values() -> None:
+    lo, hi = wilson_ci(48, 100)
+    assert lo == pytest.approx(0.3846, abs=1e-3)
+    assert hi == pytest.approx(0.5768, abs=1e-3)
+    assert wilson_ci(0, 10)[0] == 0.0
+    assert wilson_ci(10, 10)[1] == 1.0
+    assert wilson_ci(0, 0) == (0.0, 1.0)
