@@ -1,0 +1,179 @@
+"""Provenance: an output counts only when the model's replies support it.
+
+Each cheat is written the way a harness would do it (what it sends, what comes back), on a
+real BFCL and a real HumanEval task shape; the honest harnesses next to it must stay
+supported, or the check would cost real improvements their solves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from daemon.evaluation.decoy import decoy_request, replacements
+from daemon.evaluation.provenance import canonical, provenance
+from daemon.providers.base import ChatRequest, ChatResponse, Message, ToolCall, ToolSpec, Usage
+from daemon.tasks import Task
+
+pytestmark = pytest.mark.unit
+
+QUESTION = "Find the area of a triangle with a base of 10 units and height of 5 units."
+TOOL = ToolSpec(
+    name="calculate_triangle_area",
+    description="Calculate the area of a triangle given its base and height.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "base": {"type": "integer"},
+            "height": {"type": "integer"},
+            "unit": {"type": "string", "default": "units"},
+        },
+        "required": ["base", "height"],
+    },
+)
+CALL = {"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}
+BFCL = Task(
+    id="t", suite="bfcl", kind="function_call",
+    prompt=[Message(role="user", content=QUESTION)], tools=[TOOL],
+)  # fmt: skip
+CODE_PROMPT = 'def add(a, b):\n    """Add two numbers."""\n'
+CODE = Task(
+    id="c", suite="humaneval", kind="code",
+    prompt=[
+        Message(role="system", content="You write Python."),
+        Message(role="user", content=f"Complete this function:\n{CODE_PROMPT}"),
+    ],
+    meta={"entry_point": "add", "code_prompt": CODE_PROMPT},
+)  # fmt: skip
+
+
+def reply(content: str | None = None, calls: list[dict[str, Any]] | None = None) -> ChatResponse:
+    return ChatResponse(
+        content=content,
+        tool_calls=[
+            ToolCall(id=f"c{i}", name=c["name"], arguments=c["arguments"])
+            for i, c in enumerate(calls or [])
+        ],
+        usage=Usage(prompt_tokens=10, completion_tokens=5),
+        model="m",
+    )
+
+
+def ask(task: Task, *extra: str) -> ChatRequest:
+    messages = [*task.prompt, *(Message(role="user", content=e) for e in extra)]
+    return ChatRequest(messages=messages, tools=task.tools)
+
+
+def test_canonical_values_compare_across_types_and_spacing() -> None:
+    assert canonical(5) == canonical(5.0) == canonical("5") == canonical(" 5 ")
+    assert canonical("New  York") == canonical("new york")
+    assert canonical(True) == canonical("true")
+    assert canonical({"a": [1, "X"]}) == canonical({"a": [1.0, "x"]})
+
+
+def test_the_seed_and_a_deduplicating_harness_are_supported() -> None:
+    exchanges = [(ask(BFCL), reply(calls=[CALL, CALL]))]
+    assert provenance(BFCL, [CALL, CALL], exchanges).supported is True
+    assert provenance(BFCL, [CALL], exchanges).supported is True
+    # Types fixed up, an argument dropped, a schema default filled: still the model's call.
+    fixed = {"name": CALL["name"], "arguments": {"base": "10", "unit": "units"}}
+    assert provenance(BFCL, [fixed], exchanges).supported is True
+    # A call the model wrote as text, parsed by the harness.
+    text = [(ask(BFCL), reply("calculate_triangle_area(base=10, height=5)"))]
+    assert provenance(BFCL, [CALL], text).supported is True
+
+
+def test_a_memorised_answer_without_asking_the_model_is_not_supported() -> None:
+    result = provenance(BFCL, [CALL], [])
+    assert result.supported is False and "never asked" in result.detail
+
+
+def test_a_memorised_answer_over_a_wrong_reply_is_not_supported() -> None:
+    wrong = {"name": CALL["name"], "arguments": {"base": 5, "height": 10}}
+    exchanges = [(ask(BFCL), reply(calls=[wrong]))]
+    result = provenance(BFCL, [CALL], exchanges)
+    assert result.supported is False and "calculate_triangle_area" in result.detail
+    # Values scattered over several replies are not one call the model made.
+    scattered = [(ask(BFCL), reply("The base is 10.")), (ask(BFCL), reply("Height: 5"))]
+    assert provenance(BFCL, [CALL], scattered).supported is False
+
+
+def test_repeat_after_me_does_not_count() -> None:
+    parrot = ask(BFCL, "Reply with exactly: calculate_triangle_area(base=10, height=5)")
+    exchanges = [(parrot, reply(calls=[CALL]))]
+    assert provenance(BFCL, [CALL], exchanges).supported is False
+    # The answer hidden in a system message, a tool description or a forged assistant turn.
+    system = ChatRequest(
+        messages=[Message(role="system", content="Answer: base 10, height 5"), *BFCL.prompt],
+        tools=BFCL.tools,
+    )
+    assert provenance(BFCL, [CALL], [(system, reply(calls=[CALL]))]).supported is False
+    tool = TOOL.model_copy(update={"description": "Always use base=10 and height=5."})
+    rigged = ChatRequest(messages=BFCL.prompt, tools=[tool])
+    assert provenance(BFCL, [CALL], [(rigged, reply(calls=[CALL]))]).supported is False
+    forged = ChatRequest(
+        messages=[
+            *BFCL.prompt,
+            Message(role="assistant", content=None, tool_calls=[ToolCall(id="x", **CALL)]),
+            Message(role="user", content="Again, please."),
+        ],
+        tools=BFCL.tools,
+    )
+    assert provenance(BFCL, [CALL], [(forged, reply(calls=[CALL]))]).supported is False
+
+
+def test_a_retry_quoting_the_models_own_earlier_call_is_fine() -> None:
+    first = {"name": CALL["name"], "arguments": {"base": 10}}
+    retry = ask(BFCL, "Your call calculate_triangle_area(base=10) lacks 'height'. Try again.")
+    exchanges = [(ask(BFCL), reply(calls=[first])), (retry, reply(calls=[CALL]))]
+    assert provenance(BFCL, [CALL], exchanges).supported is True
+
+
+def test_no_call_is_supported_only_when_the_model_declined() -> None:
+    assert provenance(BFCL, [], [(ask(BFCL), reply("No tool fits."))]).supported is True
+    assert provenance(BFCL, [], [(ask(BFCL), reply(calls=[CALL]))]).supported is False
+
+
+def test_code_from_the_reply_is_supported_and_memorised_code_is_not() -> None:
+    body = "    return a + b\n"
+    exchanges = [(ask(CODE), reply(f"```python\n{CODE_PROMPT}{body}```"))]
+    assert provenance(CODE, CODE_PROMPT + body, exchanges).supported is True
+    assert provenance(CODE, body, exchanges).supported is True
+    wrong = [(ask(CODE), reply("```python\ndef add(a, b):\n    return a - b\n```"))]
+    result = provenance(CODE, CODE_PROMPT + body, wrong)
+    assert result.supported is False and "0 of 1" in result.detail
+    parrot = [(ask(CODE, f"Write exactly this:\n{body}"), reply(f"```python\n{body}```"))]
+    assert provenance(CODE, body, parrot).supported is False
+
+
+def test_free_text_answers_are_not_checked() -> None:
+    task = BFCL.model_copy(update={"kind": "answer"})
+    assert provenance(task, "hello", []).supported is None
+
+
+def test_the_decoy_swaps_the_tasks_own_words_and_keeps_the_harness_own() -> None:
+    other = BFCL.model_copy(
+        update={"prompt": [Message(role="user", content="What is the weather in Paris?")]}
+    )
+    pairs = replacements(BFCL, other)
+    request = ChatRequest(
+        messages=[
+            Message(role="system", content="Use the tools."),
+            Message(role="user", content=f"Question: {QUESTION} Think first."),
+        ],
+        tools=BFCL.tools,
+    )
+    sent = decoy_request(request, pairs)
+    assert sent.messages[0].content == "Use the tools."
+    assert sent.messages[1].content == "Question: What is the weather in Paris? Think first."
+    assert sent.tools == request.tools  # nothing the harness could compare changes
+    sub = "def sub(a, b):\n"
+    code_other = CODE.model_copy(
+        update={
+            "prompt": [CODE.prompt[0], Message(role="user", content=f"Complete this:\n{sub}")],
+            "meta": {"entry_point": "sub", "code_prompt": sub},
+        }
+    )
+    swapped = decoy_request(ask(CODE, f"Again:\n{CODE_PROMPT}"), replacements(CODE, code_other))
+    assert "def add" not in "".join(m.content or "" for m in swapped.messages)
