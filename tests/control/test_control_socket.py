@@ -78,6 +78,9 @@ def test_policy_check_verb_names_the_problem(running_daemon: RunningDaemon) -> N
     with running_daemon.client() as c:
         ok = c.call("policy_check", name="p.toml", text="[sandbox]\ncpus = 2.0\n")
         assert ok["valid"] and ok["policy"]["sandbox"]["cpus"] == 2.0
+        first = ok["power"][0]
+        assert first["candidate"] == "epoch 1, candidate 1" and first["gain_no_losses"] <= 0.05
+        assert any("power 0.8" in line for line in ok["power_text"])
         with pytest.raises(ControlError) as info:
             c.call("policy_check", name="p.toml", text="[sandbox]\ncpuz = 2\n")
     assert info.value.code is ErrorCode.INVALID_POLICY

@@ -88,6 +88,12 @@ def test_every_verb_through_the_cli(tmp_path: Path, asset_cache: Path) -> None:
         r = ctl(daemon, "events", "--limit", "200")
         assert "version.promoted" in r.stdout and "version.rolled_back" in r.stdout
         assert ctl(daemon, "policy", "show").returncode == 0
+        default = Path(__file__).resolve().parents[2] / "policies" / "default.toml"
+        r = ctl(daemon, "policy", "check", str(default))
+        assert r.returncode == 0 and "valid" in r.stdout, r.stderr
+        assert "epoch 1, candidate 1" in r.stdout and "+3.7" in r.stdout, r.stdout
+        r = ctl(daemon, "events", "--limit", "200")
+        assert "acceptance.power" in r.stdout and "detects" in r.stdout
         bad = tmp_path / "bad.toml"
         bad.write_text("[gates.tokens]\nmax_token_ratio = -1\n")
         r = ctl(daemon, "policy", "check", str(bad))

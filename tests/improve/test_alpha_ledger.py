@@ -1,0 +1,149 @@
+"""The lineage's alpha ledger in SQLite: pinned settings, restart, cut-short tests, migration,
+and what the proposer is told about candidates that reached the held-out stage."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from daemon.config.policy import Policy
+from daemon.improve import alpha_ledger
+from daemon.improve.loop import ImprovementLoop, LoopControl
+from daemon.improve.procedure import acceptance_policy, block_for, empty_budget, wanted_settings
+from daemon.lineage import Lineage
+from daemon.store import SCHEMA_VERSION, Store
+from daemon.verdict import GateResult, Verdict
+
+pytestmark = pytest.mark.unit
+
+POOL = [f"t{i}" for i in range(100)]
+SEED = Path(__file__).resolve().parents[2] / "seeds" / "minimal"
+
+
+def _run(store: Store, cid: int, outcome: alpha_ledger.TestState) -> alpha_ledger.HeldoutTest:
+    settings = alpha_ledger.pin(store, wanted_settings(Policy(), POOL))
+    budget = alpha_ledger.budget(settings, alpha_ledger.tests(store))
+    test = budget.next_test()
+    assert test is not None
+    alpha_ledger.start(store, cid, test, "block")
+    if outcome != "running":
+        alpha_ledger.finish(store, cid, outcome, {"verdict": outcome})
+    found = alpha_ledger.test_of(store, cid)
+    assert found is not None
+    return found
+
+
+def test_slots_follow_epochs_and_positions_and_survive_a_restart(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    first = _run(store, 1, "not_promoted")
+    second = _run(store, 2, "promoted")
+    third = _run(store, 3, "not_promoted")
+    assert (first.epoch, first.position) == (1, 1) and (second.epoch, second.position) == (1, 2)
+    assert (third.epoch, third.position) == (2, 1)
+    assert second.alpha < first.alpha  # later positions get a smaller share
+    store.close()
+    again = Store(tmp_path / "state.db")  # a restart rebuilds the same accounting
+    settings = alpha_ledger.pinned(again)
+    assert settings is not None
+    budget = alpha_ledger.budget(settings, alpha_ledger.tests(again))
+    assert budget.promotions == 1 and [t.alpha for t in budget.history] == [
+        first.alpha,
+        second.alpha,
+        third.alpha,
+    ]
+    nxt = budget.next_test()
+    assert nxt is not None and (nxt.epoch, nxt.position) == (2, 2) and nxt.reused_block
+    # The one-block pool is reused after a promotion, at the price of the promoted position.
+    fresh = empty_budget(settings).next_test()
+    assert fresh is not None and nxt.alpha < fresh.alpha
+
+
+def test_settings_are_pinned_at_the_first_test(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    _run(store, 1, "not_promoted")
+    looser = Policy.model_validate({"acceptance": {"alpha": 0.2, "block_size": 50}})
+    wanted = wanted_settings(looser, POOL)
+    kept = alpha_ledger.pin(store, wanted)
+    assert kept.alpha == 0.05 and kept.block_size == 100
+    assert kept.differences(wanted) == ["alpha: 0.05 -> 0.2", "block_size: 100 -> 50"]
+    assert block_for(wanted, POOL, 1) is not None  # two fresh blocks in the looser policy
+
+
+def test_a_test_cut_short_keeps_its_slot(tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    _run(store, 1, "running")
+    _run(store, 2, "running")  # (a second daemon life would never start one without settling)
+    settled = alpha_ledger.settle_running(store, lambda cid: cid == 2)
+    assert settled == [(1, "void"), (2, "promoted")]
+    states = [t.state for t in alpha_ledger.tests(store)]
+    assert states == ["void", "promoted"]
+    settings = alpha_ledger.pinned(store)
+    assert settings is not None
+    budget = alpha_ledger.budget(settings, alpha_ledger.tests(store))
+    assert budget.promotions == 1  # the void one counts as not promoted, its alpha spent
+    with pytest.raises(sqlite3.IntegrityError):
+        _run(store, 1, "running")  # one test per candidate
+
+
+def test_an_older_state_database_is_migrated_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    old = sqlite3.connect(path)
+    old.executescript(
+        "CREATE TABLE evaluations (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE, "
+        "version_id INTEGER, candidate_id INTEGER, suite TEXT NOT NULL, split TEXT NOT NULL, "
+        "model TEXT NOT NULL, state TEXT NOT NULL, started REAL NOT NULL, finished REAL, "
+        "report TEXT);"
+        "INSERT INTO evaluations(run_id, suite, split, model, state, started) "
+        "VALUES ('ev-old', 'bfcl:simple', 'dev', 'm', 'done', 1.0);"
+        "PRAGMA user_version=1;"
+    )
+    old.close()
+    store = Store(path)
+    columns = {r["name"] for r in store.query("PRAGMA table_info(evaluations)")}
+    assert "conditions" in columns
+    assert store.query_one("PRAGMA user_version")[0] == SCHEMA_VERSION  # type: ignore[index]
+    assert [r["run_id"] for r in store.query("SELECT run_id FROM evaluations")] == ["ev-old"]
+    assert alpha_ledger.tests(store) == [] and alpha_ledger.pinned(store) is None
+    store.close()
+    Store(path).close()  # opening again is a no-op
+
+
+def test_the_honesty_switch_also_removes_honesty_as_a_way_to_be_better() -> None:
+    on = acceptance_policy(Policy())
+    off = acceptance_policy(Policy.model_validate({"gates": {"honesty": {"enabled": False}}}))
+    assert on.weight_honesty == 0.2 and off.weight_honesty == 0.0
+    assert off.weight_accuracy == pytest.approx(0.75) and off.honesty_bound == 1.0
+
+
+def _verdict(stage: str, gate: str) -> Verdict:
+    g = GateResult(gate=gate, passed=False, measured=1.0, threshold=0.5, note="secret figures")
+    return Verdict(decision="reject", stage=stage, reason=f"{gate}: measured 1.0", gates=[g])  # type: ignore[arg-type]
+
+
+def test_the_proposer_learns_only_promoted_or_not_about_heldout_candidates(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path / "state.db")
+    lineage = Lineage(store, tmp_path / "harnesses")
+    seed = lineage.init_seed(SEED)
+
+    def add(rationale: str, stage: str, gate: str) -> int:
+        cid = lineage.add_candidate(seed, "proposer", "m", rationale, "", "raw")
+        lineage.set_candidate(cid, "rejected", stage, _verdict(stage, gate))
+        return cid
+
+    add("breaks the dev split", "dev", "dev_screen")
+    heldout = add("looks better", "heldout", "accuracy")
+    _run(store, heldout, "not_promoted")
+    add("bad panel", "panel", "panel")
+    rt: Any = SimpleNamespace(store=store)
+    lines = ImprovementLoop(rt, lineage, LoopControl())._recent_verdicts(10)
+    text = "\n".join(lines)
+    assert "rejected at dev: dev_screen" in text  # dev data: visible
+    assert text.count("not promoted") == 2
+    for secret in ("accuracy", "panel:", "measured", "secret", "heldout"):
+        assert secret not in text, (secret, text)
