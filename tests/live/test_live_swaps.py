@@ -14,12 +14,16 @@ import pytest
 
 from tests.daemon_process import RunningDaemon, start_daemon
 from tests.improve.patches import mode_steps, proposer_script
-from tests.improve.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
+from tests.improve.scripted_world import DEV, policy_text, positions, solver_script
 
+# Three promotions in one lineage: steps big enough for the sequential test on a 56-task
+# pool at a lenient lineage-wide alpha (later epochs reuse the block at a price).
+HELDOUT = 56
+ALPHA = 0.45
 LEVELS = {
-    "L1": lambda i: i % 4 == 0,  # 25 %
-    "L2": lambda i: i % 2 == 0,  # 50 %
-    "L3": lambda i: i % 4 != 3,  # 75 %
+    "L1": lambda i: i % 3 == 0,  # 33 %
+    "L2": lambda i: i % 3 != 2,  # 67 %
+    "L3": lambda i: True,  # 100 %
 }
 
 
@@ -35,12 +39,13 @@ def test_fifty_asks_across_three_promotions_and_a_rollback(
 ) -> None:
     n = max(DEV, HELDOUT)
     solver = tmp_path / "solver.toml"
-    solver.write_text(solver_script(asset_cache, {k: positions(n, f) for k, f in LEVELS.items()}))
+    modes = {k: positions(n, f) for k, f in LEVELS.items()}
+    solver.write_text(solver_script(asset_cache, modes, HELDOUT))
     proposer = tmp_path / "proposer.toml"
     proposer.write_text(proposer_script(mode_steps("L1", "L2", "L3")))
-    policy = policy_text(solver, solver, proposer, cycles=3).replace(
-        f'panel = ["scripted:{solver}"]', "panel = []"
-    )
+    policy = policy_text(
+        solver, solver, proposer, cycles=3, heldout=HELDOUT, alpha=ALPHA
+    ).replace(f'panel = ["scripted:{solver}"]', "panel = []")
     daemon = start_daemon(tmp_path, asset_cache, policy)
     answers: list[tuple[int, dict[str, Any]]] = []
     errors: list[BaseException] = []
