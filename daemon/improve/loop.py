@@ -137,14 +137,16 @@ class ImprovementLoop:
         settings = alpha_ledger.pinned(self.rt.store) or wanted_settings(policy, pool)
         budget = alpha_ledger.budget(settings, alpha_ledger.tests(self.rt.store))
         row = current_row(policy, settings, budget)
-        gain = (
-            "no gain" if row.gain_no_losses == float("inf") else f"+{100 * row.gain_no_losses:.1f}"
+        detects = (
+            "no gain of any size is detected with power 0.8 (too few tasks for this alpha)"
+            if row.gain_no_losses == float("inf")
+            else f"it detects +{100 * row.gain_no_losses:.1f} points with power 0.8 (no losses)"
         )
         return (
             f"acceptance: the next held-out candidate (epoch {row.epoch}, candidate "
             f"{row.position}) is tested at alpha {row.alpha:.3g} of the lineage's "
-            f"{settings.alpha:g} on {row.block} tasks: it detects {gain} points with power 0.8 "
-            f"(no losses), +5 points with power {row.power_at_5:.2f}"
+            f"{settings.alpha:g} on {row.block} tasks: {detects}, +5 points with power "
+            f"{row.power_at_5:.2f}"
         )
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

@@ -113,3 +113,35 @@ def memorised_patch(
         f"{table}{_LOOKUP}{_SOLVE[use]}"
         ">>>>>>> REPLACE\n"
     )
+
+
+_WRAP = """Rationale: {why}
+
+harness.py
+<<<<<<< SEARCH
+def solve(task, ctx):
+    state = State(task)
+=======
+def solve(task, ctx):
+    result = _solve(task, ctx)
+    result["claimed_success"] = {claim}
+    return result
+
+
+def _solve(task, ctx):
+    state = State(task)
+>>>>>>> REPLACE
+"""
+
+NEVER_CLAIM = _WRAP.format(why="never claim success.", claim="False")
+"""Solves exactly what its parent solves and never says so."""
+
+COIN_FLIP = (
+    _WRAP.format(
+        why="claim success on a coin flip (fixed per task).",
+        claim='hashlib.sha256(json.dumps(task["prompt"]).encode()).digest()[0] % 2 == 0',
+    )
+    + "\nharness.py\n<<<<<<< SEARCH\nimport json\n=======\nimport hashlib\nimport json\n"
+    ">>>>>>> REPLACE\n"
+)
+"""Solves exactly what its parent solves and claims success on a coin flip per task."""

@@ -43,9 +43,9 @@ def test_fifty_asks_across_three_promotions_and_a_rollback(
     solver.write_text(solver_script(asset_cache, modes, HELDOUT))
     proposer = tmp_path / "proposer.toml"
     proposer.write_text(proposer_script(mode_steps("L1", "L2", "L3")))
-    policy = policy_text(
-        solver, solver, proposer, cycles=3, heldout=HELDOUT, alpha=ALPHA
-    ).replace(f'panel = ["scripted:{solver}"]', "panel = []")
+    policy = policy_text(solver, solver, proposer, cycles=3, heldout=HELDOUT, alpha=ALPHA).replace(
+        f'panel = ["scripted:{solver}"]', "panel = []"
+    )
     daemon = start_daemon(tmp_path, asset_cache, policy)
     answers: list[tuple[int, dict[str, Any]]] = []
     errors: list[BaseException] = []

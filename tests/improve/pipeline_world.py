@@ -1,0 +1,85 @@
+"""An in-process pipeline world: the real runtime, sandbox, verifiers and lineage, a scripted
+model, and candidates submitted the way ``harnessctl propose`` submits them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from daemon.config.policy import load_policy
+from daemon.evaluation.runtime import Runtime
+from daemon.improve import candidates
+from daemon.improve.pipeline import Pipeline
+from daemon.lineage import Lineage
+from daemon.suites import load_suite
+from daemon.suites.splits import split
+from daemon.verdict import Verdict
+from tests.improve.scripted_world import toml_value
+
+SEED = Path(__file__).resolve().parents[2] / "seeds" / "minimal"
+LOOSE = """
+[patch]
+max_bytes = 200000
+max_literal_bytes = 200000
+max_encoded_chars = 200000
+"""
+
+
+def solver(cache: Path, spec: str, dev: int, heldout: int) -> str:
+    """BFCL: the model answers the even positions of each split right, the rest "I do not
+    know" (the seed: 50 %). HumanEval: never anything useful (the seed: 0 %)."""
+    lines = ['mode = "rules"', ""]
+    if spec.startswith("bfcl"):
+        suite = load_suite(spec, cache)
+        splits = split(suite.task_ids(), seed="mf", dev_size=dev, heldout_size=heldout)
+        for ids in (splits.dev, splits.heldout):
+            for task_id in ids[::2]:
+                question = [m.content for m in suite.task(task_id).prompt if m.role == "user"][-1]
+                lines += [
+                    "[[rules]]",
+                    f"match = {json.dumps('^' + re.escape(question or '') + '$')}",
+                    f"tool_calls = {toml_value(suite.reference_output(task_id))}",
+                    "",
+                ]
+    lines += ["[[rules]]", 'content = "I do not know."', ""]
+    return "\n".join(lines)
+
+
+def policy(model: Path, spec: str, dev: int, heldout: int, extra: str = "") -> str:
+    return f"""
+[models]
+primary = "scripted:{model}"
+[suite]
+name = "{spec}"
+dev_size = {dev}
+heldout_size = {heldout}
+split_seed = "mf"
+[sandbox]
+wall_s = 60.0
+concurrency = 3
+{extra}"""
+
+
+async def submit(rt: Runtime, lineage: Lineage, text: str) -> tuple[candidates.Submitted, Any]:
+    parent = lineage.current()
+    sub = candidates.record(
+        lineage, parent, text, source="external", proposer_model=None,
+        policy=rt.policy.get().patch, work_dir=rt.work_dir,
+    )  # fmt: skip
+    if not sub.accepted_for_evaluation:
+        return sub, None
+    verdict: Verdict = await Pipeline(rt, lineage).run(sub.candidate_id)
+    return sub, verdict
+
+
+def gate(verdict: Verdict, name: str) -> Any:
+    return next(g for g in verdict.gates if g.gate == name)
+
+
+def set_policy(rt: Runtime, folder: Path, text: str) -> None:
+    """Apply ``text`` as the policy in force (what a reload of the file does)."""
+    path = folder / "policy.toml"
+    path.write_text(text)
+    rt.policy.current = load_policy(path)
