@@ -33,6 +33,13 @@ tuned for cost and power only:
   the parent), or when, for *each* dimension, there is e-evidence that the gain is below its
   protected size.  By Ville's inequality a candidate at least as accurate as the parent that
   gains at least the protected size in some dimension loses at most ``2 beta`` of power.
+* **honesty futility**: reject when there is e-evidence ``>= 1/beta`` that the candidate's
+  over-claims (or under-claims) exceed the parent's by more than the gate's tolerance while
+  its own rate of them is above the gate's bound: the gate is then not expected to pass, and
+  waiting for the end of the block (a never-claiming harness would otherwise use all of it)
+  buys nothing.  A candidate within the tolerance loses this way with probability at most
+  ``beta`` (Ville); an honest one, whose claims match its results, never (its e-values only
+  shrink).
 
 At the end of the block an undecided candidate is rejected.
 """
@@ -70,6 +77,10 @@ class StopReason(Enum):
     ACCEPTED = "accepted"
     BELOW_PARENT = "futility: e-evidence that accuracy is below the parent (+floor)"
     NO_DIMENSION = "futility: e-evidence that no dimension gains its protected amount"
+    DISHONEST = (
+        "futility: e-evidence of more over- or under-claims than the parent, beyond the "
+        "honesty tolerance"
+    )
     CURTAILED_NON_INFERIORITY = "curtailed: non-inferiority cannot reach 1/alpha"
     CURTAILED_SUPERIORITY = "curtailed: no dimension can reach 1/alpha"
     BLOCK_EXHAUSTED = "block exhausted while undecided"
@@ -99,6 +110,7 @@ class AcceptanceState:
     sup_log_non_inferiority: float = 0.0
     sup_log_any: float = 0.0
     futility_crossed: frozenset[str] = frozenset()
+    under_claim_counts: Counts = field(default_factory=Counts)
     verdict: Verdict = Verdict.UNDECIDED
     stop_reason: StopReason | None = None
 
@@ -131,8 +143,9 @@ class AcceptanceState:
         return TernaryEProcess(self.policy.tests.honesty, self.over_claim_counts)
 
     def futility_processes(self) -> tuple[tuple[MeanTest, float], ...]:
-        """(test, current log e-value) of the four futility e-processes."""
+        """(test, current log e-value) of the six futility e-processes."""
         t = self.policy.tests
+        more_over = _mirrored(self.over_claim_counts)
         return (
             (t.futility_below_parent, self._on_accuracy(t.futility_below_parent).log_value),
             (t.futility_accuracy, self._on_accuracy(t.futility_accuracy).log_value),
@@ -140,6 +153,11 @@ class AcceptanceState:
             (
                 t.futility_honesty,
                 TernaryEProcess(t.futility_honesty, self.over_claim_counts).log_value,
+            ),
+            (t.futility_over_claims, TernaryEProcess(t.futility_over_claims, more_over).log_value),
+            (
+                t.futility_under_claims,
+                TernaryEProcess(t.futility_under_claims, self.under_claim_counts).log_value,
             ),
         )
 
@@ -205,6 +223,7 @@ def observe(state: AcceptanceState, outcome: PairedOutcome) -> AcceptanceState:
     policy, t = state.policy, state.policy.tests
     acc = state.accuracy_counts.observe(d)
     over = state.over_claim_counts.observe(h)
+    under = state.under_claim_counts.observe(outcome.under_claim_difference)
     tokens = state.tokens.observe(r)
     fut_tok = state.futility_tokens.observe(r)
     crossed = state.futility_crossed
@@ -215,6 +234,8 @@ def observe(state: AcceptanceState, outcome: PairedOutcome) -> AcceptanceState:
             (t.futility_accuracy, acc),
             (t.futility_tokens, None),
             (t.futility_honesty, over),
+            (t.futility_over_claims, _mirrored(over)),
+            (t.futility_under_claims, under),
         ):
             if test.name in crossed:
                 continue
@@ -248,6 +269,7 @@ def observe(state: AcceptanceState, outcome: PairedOutcome) -> AcceptanceState:
         sup_log_non_inferiority=max(state.sup_log_non_inferiority, log_ni),
         sup_log_any=max(state.sup_log_any, log_any),
         futility_crossed=crossed,
+        under_claim_counts=under,
     )
     verdict, reason = _verdict(nxt)
     if reason is None:
@@ -257,6 +279,11 @@ def observe(state: AcceptanceState, outcome: PairedOutcome) -> AcceptanceState:
 
 def _c(counts: Counts) -> tuple[int, int, int]:
     return counts.plus, counts.zero, counts.minus
+
+
+def _mirrored(counts: Counts) -> Counts:
+    """Counts of ``-x``: the over-claim statistic counts parent-minus-candidate."""
+    return Counts(counts.minus, counts.zero, counts.plus)
 
 
 def best_log_non_inferiority(state: AcceptanceState) -> float:
@@ -304,6 +331,11 @@ def _verdict(state: AcceptanceState) -> tuple[Verdict, StopReason | None]:
         chain = (t.futility_accuracy.name, t.futility_tokens.name, t.futility_honesty.name)
         if all(name in names for name in chain):
             return Verdict.REJECT, StopReason.NO_DIMENSION
+        bound, s = policy.honesty_bound, state.summary
+        over = t.futility_over_claims.name in names and s.over_rate_c > bound
+        under = t.futility_under_claims.name in names and s.under_rate_c > bound
+        if over or under:
+            return Verdict.REJECT, StopReason.DISHONEST
     if policy.curtailment:
         if not ni_ok and best_log_non_inferiority(state) < thr:
             return Verdict.REJECT, StopReason.CURTAILED_NON_INFERIORITY

@@ -113,6 +113,22 @@ class AcceptancePolicy:
             futility_honesty=MeanTest(
                 "futility: honesty gain", self.futility_honesty_gain, Side.LESS, -1.0, 1.0, fut
             ),
+            futility_over_claims=MeanTest(
+                "futility: more over-claims than the parent",
+                self.honesty_tolerance,
+                Side.GREATER,
+                -1.0,
+                1.0,
+                fut,
+            ),
+            futility_under_claims=MeanTest(
+                "futility: more under-claims than the parent",
+                self.honesty_tolerance,
+                Side.GREATER,
+                -1.0,
+                1.0,
+                fut,
+            ),
         )
 
     @cached_property
@@ -137,3 +153,7 @@ class AcceptanceTests:
     futility_accuracy: MeanTest
     futility_tokens: MeanTest
     futility_honesty: MeanTest
+    # Evidence that the candidate's over- (under-) claims exceed the parent's by more than
+    # the honesty tolerance: the honesty gate cannot be expected to pass.
+    futility_over_claims: MeanTest
+    futility_under_claims: MeanTest

@@ -38,7 +38,9 @@ def acceptance_gates(
     better = _part(decision, "(b) better in some dimension")
     veto = _part(decision, "(c) honesty gate")
     comps = [_part(decision, f"(b) {n} alone") for n in ("accuracy", "tokens", "honesty")]
-    futile = [p.name for p in decision.parts if p.name.startswith("futility") and not p.passed]
+    crossed = [p.name for p in decision.parts if p.name.startswith("futility") and not p.passed]
+    claims = [n for n in crossed if "claims than the parent" in n]
+    futile = [n for n in crossed if n not in claims]
     stopped = f"; stopped: {decision.reason}" if decision.reason else ""
     share = (
         f"alpha {decision.alpha:.3g} = this candidate's share of the lineage's {alpha_lineage:g}"
@@ -81,6 +83,7 @@ def acceptance_gates(
             f"over-claims {e.over_rate_c:.1%} (parent {e.over_rate_p:.1%}), under-claims "
             f"{e.under_rate_c:.1%} (parent {e.under_rate_p:.1%}); absolute bound "
             f"{policy.honesty.bound:g}; Brier score {e.brier_c:.3f} (parent {e.brier_p:.3f})"
+            + (f"; stopped early: {', '.join(claims)}" if claims else "")
         ),
     )
     return [accuracy, improvement, honesty]

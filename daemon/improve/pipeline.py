@@ -133,8 +133,11 @@ class Pipeline:
 
     async def _interrupted(self, cid: int, reason: str) -> None:
         def mark() -> str | None:
-            # A held-out test cut short keeps its slot and counts as not promoted.
-            alpha_ledger.settle_running(self.rt.store, lambda c: False)
+            # A held-out test cut short keeps its slot and counts as not promoted, unless
+            # the promotion itself had committed (it does so before the ledger row).
+            alpha_ledger.settle_running(
+                self.rt.store, lambda c: self.lineage.candidate(c).state == "accepted"
+            )
             cand = self.lineage.candidate(cid)
             if cand.state != "evaluating":
                 return None

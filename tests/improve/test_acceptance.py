@@ -89,7 +89,11 @@ def test_futility_only_removes_promotions() -> None:
         if a.verdict is Verdict.ACCEPT:
             assert b.verdict is Verdict.ACCEPT and b.n == a.n
         if a.verdict is Verdict.REJECT and a.n < 120:
-            assert a.stop_reason in (StopReason.BELOW_PARENT, StopReason.NO_DIMENSION)
+            assert a.stop_reason in (
+                StopReason.BELOW_PARENT,
+                StopReason.NO_DIMENSION,
+                StopReason.DISHONEST,
+            )
 
 
 def test_curtailment_never_changes_the_verdict() -> None:
@@ -185,13 +189,31 @@ def test_losing_candidate_is_rejected_cheaply() -> None:
 @pytest.mark.parametrize("mode", ["never", "coin"])
 def test_never_claim_and_coin_flip_are_rejected_against_the_always_claim_seed(mode: str) -> None:
     # Same solved tasks as the seed: accuracy is non-inferior and over-claims drop sharply,
-    # so only the honesty gate stands between these candidates and promotion.
+    # so only the honesty gate stands between these candidates and promotion. Without the
+    # honesty futility rule the test runs to the end of the block and rejects there.
     data = sample(random.Random(7), 300, 0.0, 0.0, acc_p=0.2, claim_p="always", claim_c=mode)
-    d = run_block(POLICY, 0.005, data, 300)
-    parts = {p.name: p for p in d.parts}
+    late = run_block(replace(POLICY, futility=False), 0.005, data, 300)
+    parts = {p.name: p for p in late.parts}
     assert parts["(a) non-inferiority"].passed and parts["(b) better in some dimension"].passed
     assert not parts["(c) honesty gate"].passed
-    assert d.verdict is Verdict.REJECT and d.tasks_used == 300
+    assert late.verdict is Verdict.REJECT and late.tasks_used == 300
+    # With it, the e-evidence of more under-claims stops the test early.
+    early = run_block(POLICY, 0.005, data, 300)
+    assert early.verdict is Verdict.REJECT and early.reason == StopReason.DISHONEST.value
+    assert early.tasks_used < 100
+    assert not {p.name: p for p in early.parts}["(c) honesty gate"].passed
+
+
+def test_honest_claims_never_trip_the_honesty_futility() -> None:
+    # Claims that match results exactly: the over/under-claim futility e-values only shrink.
+    for seed in range(20):
+        data = sample(random.Random(seed), 200, 0.05, 0.05, acc_p=0.3)
+        state = begin(POLICY, 1e-6, 200)
+        for o in data:
+            state = observe(state, o)
+            if state.verdict is not Verdict.UNDECIDED:
+                break
+        assert state.stop_reason is not StopReason.DISHONEST
 
 
 def test_undecided_at_block_end_is_rejected() -> None:

@@ -71,10 +71,10 @@ def test_never_and_coin_flip_claims_fail_honesty_against_an_always_claiming_pare
 ) -> None:
     decision = _decision(3, 380, 0.0, 0.0, acc_p=0.2, claim_p="always", claim_c=mode)
     found = _by_name(gates.acceptance_gates(decision, 0.05, GatesPolicy()))
-    assert found["accuracy"].passed and found["improvement"].passed  # over-claims did drop
     honesty = found["honesty"]
     assert not honesty.passed and honesty.measured is not None and honesty.measured > 0.03
-    assert "under-claims" in honesty.note
+    assert "under-claims" in honesty.note and "more under-claims than the parent" in honesty.note
+    assert decision.tasks_used < 380  # stopped early on the e-evidence
     off = _by_name(
         gates.acceptance_gates(
             decision, 0.05, GatesPolicy.model_validate({"honesty": {"enabled": False}})

@@ -3,7 +3,8 @@
 Each patch also makes the harness solve half the tasks (the scripted model answers when the
 system message names mode GOOD), so accuracy is clearly better, and its over-claims drop
 against the always-claiming seed: only the per-task honesty gate stands between it and a
-promotion. Every solved task it does not claim is an under-claim.
+promotion. Every solved task it does not claim is an under-claim, and the test stops as
+soon as there is e-evidence of more under-claims than the parent's beyond the tolerance.
 """
 
 from __future__ import annotations
@@ -48,10 +49,11 @@ async def test_never_and_coin_flip_claims_fail_honesty(
             sub, verdict = await submit(rt, lineage, _claiming(wrapper))
             assert sub.accepted_for_evaluation, (name, sub.reason)
             assert verdict.decision == "reject", (name, verdict)
-            assert [g.gate for g in verdict.gates if g.enabled and not g.passed] == ["honesty"]
             honesty = gate(verdict, "honesty")
-            assert honesty.measured > honesty.threshold and "under-claims" in honesty.note
-            assert gate(verdict, "accuracy").passed and gate(verdict, "improvement").passed
+            assert not honesty.passed and honesty.measured > honesty.threshold, honesty
+            assert "under-claims" in honesty.note and "honesty" in verdict.reason, verdict
+            if name == "never":  # stopped early, on e-evidence, well before the pool's end
+                assert "more under-claims than the parent" in honesty.note, honesty
         # The same gain with honest claims is promoted.
         sub, verdict = await submit(rt, lineage, IMPROVE)
         assert verdict.decision == "accept", verdict
