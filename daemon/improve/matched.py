@@ -3,10 +3,12 @@
 Evolving a harness can lose to simply sampling the parent several times at the same cost
 (published re-runs found 75.8 vs 86.0 pass@1). So, when the policy asks for it, a candidate
 that spends k >= 1 times the parent's tokens per task (on the tasks its test used) must beat
-the parent *given the same tokens*: the parent's majority vote over k runs on each of those
-tasks (k rounded down, at most ``max_samples``; k = 1 is the parent itself), with the same
-paired sign e-process as the accuracy test and the candidate's own alpha. An extra
-requirement can only remove promotions, so it needs no alpha of its own.
+the parent *given the same tokens*: solve more of those tasks than the parent's majority vote
+over k runs on each (k rounded down, at most ``max_samples``; k = 1 is the parent itself).
+The sequential test has already shown the candidate better at its alpha; this asks whether
+the extra compute beats the plain way of spending it, so it is a point-estimate veto (the
+paired sign e-value against the vote is reported beside it). A veto can only remove
+promotions, so it needs no alpha of its own.
 
 With a deterministic model (temperature 0) the parent's runs agree and the vote is the parent;
 harnesses that sample will differ.
@@ -27,7 +29,7 @@ from daemon.improve.procedure import acceptance_policy
 from daemon.improve.sequential import Counts, TernaryEProcess
 from daemon.verdict import GateResult
 
-TEST = "sign e-process against the parent's majority vote over k runs at the candidate's tokens"
+TEST = "net tasks solved against the parent's majority vote over k runs at the same tokens"
 
 
 def _key(output: object) -> str:
@@ -69,15 +71,16 @@ async def compute_matched_gate(
         counts = counts.observe(int(counted(mine[task_id], policy)) - int(matched))
     test = acceptance_policy(policy).tests.accuracy
     e_value = math.exp(min(TernaryEProcess(test, counts).log_value, 700.0))
-    needed = 1.0 / run.slot.test.alpha
+    net = (counts.plus - counts.minus) / max(counts.n, 1)
     return GateResult(
         gate="compute_matched",
-        passed=e_value >= needed,
-        measured=float(f"{e_value:.4g}"),
-        threshold=float(f"{needed:.4g}"),
+        passed=net > 0.0,
+        measured=round(net, 4),
+        threshold=0.0,
         test=TEST,
         note=(
             f"{ratio:.2f}x the parent's tokens, so k={k}; {counts.plus} tasks only the candidate "
-            f"solves, {counts.minus} only the parent's vote, over {counts.n} tasks"
+            f"solves, {counts.minus} only the parent's vote, over {counts.n} tasks (sign "
+            f"e-value {e_value:.4g} at alpha {run.slot.test.alpha:.3g})"
         ),
     )
