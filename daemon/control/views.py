@@ -140,9 +140,10 @@ def _show(r: dict[str, Any], c: Console) -> None:
             ok = "[green]pass[/]" if g["passed"] else "[red]fail[/]"
             if g.get("skipped"):
                 ok = "[dim]skipped[/]"
-            t.add_row(
-                g["gate"], str(g.get("measured")), str(g.get("threshold")), ok, g.get("note", "")
-            )
+            note = _escape(g.get("note", ""))
+            if g.get("test"):
+                note += f" [dim]({_escape(g['test'])})[/]"
+            t.add_row(g["gate"], str(g.get("measured")), str(g.get("threshold")), ok, note)
         c.print(t)
         c.print(f"decision: [bold]{verdict.get('decision')}[/] {verdict.get('reason', '')}")
     if r.get("patch"):
