@@ -81,7 +81,7 @@ def ctl(work: Path, *args: str, timeout: float = 120) -> Any:
     return json.loads(proc.stdout)
 
 
-def start(work: Path, sizes: str | None) -> subprocess.Popen[bytes]:
+def start(work: Path, sizes: str | None, wall_s: float | None) -> subprocess.Popen[bytes]:
     work.mkdir(parents=True, exist_ok=True)
     (work / "policy.toml").write_text((ROOT / "policies" / "default.toml").read_text())
     edit_policy(work / "policy.toml", [LOOP_OFF])
@@ -92,6 +92,8 @@ def start(work: Path, sizes: str | None) -> subprocess.Popen[bytes]:
             ("heldout_size = 380", f"heldout_size = {pool}"),
         ]
         edit_policy(work / "policy.toml", edits)
+    if wall_s:
+        edit_policy(work / "policy.toml", [("wall_s = 180.0", f"wall_s = {wall_s}")])
     (work / "harnessd.toml").write_text(
         f'state_dir = "{work / "state"}"\nharnesses_dir = "{work / "harnesses"}"\n'
         f'cache_dir = "{ROOT / ".state" / "cache"}"\npolicy = "{work / "policy.toml"}"\n'
@@ -155,6 +157,12 @@ def main() -> int:
     parser.add_argument(
         "--sizes", help="DEV,POOL instead of the default policy's 20,380 (a quick dry run)"
     )
+    parser.add_argument(
+        "--wall-s",
+        type=float,
+        help="the sandbox's wall clock per task instead of 180 s, on a machine so loaded that "
+        "one model call can take minutes (parent and candidate run under the same limits)",
+    )
     args = parser.parse_args()
     work: Path = args.workdir.resolve()
     cache = ROOT / ".state" / "cache"
@@ -167,7 +175,7 @@ def main() -> int:
         "humaneval": memorised_patch(load_suite("humaneval", cache), "alone", "blob"),
     }
     steps = [s for s in args.steps.split(",") if s]
-    proc = start(work, args.sizes)
+    proc = start(work, args.sizes, args.wall_s)
     out = ["# Acceptance on the embedded model", ""]
     try:
         for step in steps + (["provenance", "decoy"] if args.deep else []):
