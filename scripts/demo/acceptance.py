@@ -81,7 +81,9 @@ def ctl(work: Path, *args: str, timeout: float = 120) -> Any:
     return json.loads(proc.stdout)
 
 
-def start(work: Path, sizes: str | None, wall_s: float | None) -> subprocess.Popen[bytes]:
+def start(
+    work: Path, sizes: str | None, wall_s: float | None, concurrency: int | None
+) -> subprocess.Popen[bytes]:
     work.mkdir(parents=True, exist_ok=True)
     (work / "policy.toml").write_text((ROOT / "policies" / "default.toml").read_text())
     edit_policy(work / "policy.toml", [LOOP_OFF])
@@ -94,6 +96,8 @@ def start(work: Path, sizes: str | None, wall_s: float | None) -> subprocess.Pop
         edit_policy(work / "policy.toml", edits)
     if wall_s:
         edit_policy(work / "policy.toml", [("wall_s = 180.0", f"wall_s = {wall_s}")])
+    if concurrency:
+        edit_policy(work / "policy.toml", [("concurrency = 2 ", f"concurrency = {concurrency} ")])
     (work / "harnessd.toml").write_text(
         f'state_dir = "{work / "state"}"\nharnesses_dir = "{work / "harnesses"}"\n'
         f'cache_dir = "{ROOT / ".state" / "cache"}"\npolicy = "{work / "policy.toml"}"\n'
@@ -163,6 +167,12 @@ def main() -> int:
         help="the sandbox's wall clock per task instead of 180 s, on a machine so loaded that "
         "one model call can take minutes (parent and candidate run under the same limits)",
     )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        help="tasks evaluated at once instead of 2 (on a loaded machine, starting containers "
+        "dominates; more at once only changes how fast the same tasks finish)",
+    )
     args = parser.parse_args()
     work: Path = args.workdir.resolve()
     cache = ROOT / ".state" / "cache"
@@ -175,7 +185,7 @@ def main() -> int:
         "humaneval": memorised_patch(load_suite("humaneval", cache), "alone", "blob"),
     }
     steps = [s for s in args.steps.split(",") if s]
-    proc = start(work, args.sizes, args.wall_s)
+    proc = start(work, args.sizes, args.wall_s, args.concurrency)
     out = ["# Acceptance on the embedded model", ""]
     try:
         for step in steps + (["provenance", "decoy"] if args.deep else []):
@@ -194,7 +204,8 @@ def main() -> int:
                 capture_output=True, text=True, timeout=600, check=False, cwd=ROOT,
             )  # fmt: skip
             if reply.returncode != 0:
-                out += [f"### {step}: rejected at static", "", reply.stderr.strip(), ""]
+                why = (reply.stderr.strip() or reply.stdout.strip())[:600]
+                out += [f"### {step}: rejected at static", "", why, ""]
                 print("\n".join(out[-4:]), flush=True)
                 continue
             cid = json.loads(reply.stdout)["candidate"]
