@@ -244,7 +244,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         path = _socket_path(args)
         with ControlClient(
-            path, timeout=None if args.verb in ("ask", "run", "propose", "report") else 30
+            # policy check computes power: seconds of CPU, far longer on a loaded machine
+            path,
+            timeout=None if args.verb in ("ask", "run", "propose", "report", "policy") else 30,
         ) as c:
             result = args.fn(c, args)
     except UsageError as exc:

@@ -13,9 +13,11 @@ than here.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 
 from daemon.config.policy import Policy
+from daemon.improve.acceptance_policy import AcceptancePolicy
 from daemon.improve.alpha_ledger import PinnedSettings
 from daemon.improve.power import DiscordanceModel, detectable_gain, sequential_power
 from daemon.improve.procedure import acceptance_policy, empty_budget, wanted_settings
@@ -56,12 +58,34 @@ def _row(policy: Policy, label: str, budget: LineageBudget, position: int, block
     )
 
 
+# (test knobs, pinned settings) -> rows: the arithmetic takes seconds of CPU (a minute on a
+# loaded machine), and a daemon is asked the same question for the same policy repeatedly.
+_computed: dict[tuple[AcceptancePolicy, str], list[PowerRow]] = {}
+_KEEP = 16
+_lock = threading.Lock()  # worker threads share the table
+
+
 def power_rows(
     policy: Policy, pool_size: int, settings: PinnedSettings | None = None
 ) -> list[PowerRow]:
-    """The table for ``policy`` on a pool of ``pool_size`` held-out tasks. Blocking (a few
-    seconds of arithmetic): call it from a worker thread in async code."""
+    """The table for ``policy`` on a pool of ``pool_size`` held-out tasks. Blocking (seconds
+    of arithmetic the first time for given settings): call it from a worker thread in async
+    code."""
     chosen = settings or wanted_settings(policy, [str(i) for i in range(pool_size)])
+    key = (acceptance_policy(policy), chosen.to_json())
+    with _lock:
+        known = _computed.get(key)
+    if known is not None:
+        return list(known)
+    rows = _compute(policy, chosen)
+    with _lock:
+        if len(_computed) >= _KEEP:
+            _computed.pop(next(iter(_computed)))
+        _computed[key] = rows
+    return list(rows)
+
+
+def _compute(policy: Policy, chosen: PinnedSettings) -> list[PowerRow]:
     budget = empty_budget(chosen)
     block = chosen.block_size
     rows = [_row(policy, f"epoch 1, candidate {i}", budget, i, block) for i in POSITIONS]

@@ -75,7 +75,7 @@ def test_many_clients_at_once(running_daemon: RunningDaemon) -> None:
 
 
 def test_policy_check_verb_names_the_problem(running_daemon: RunningDaemon) -> None:
-    with running_daemon.client() as c:
+    with running_daemon.client(timeout=None) as c:  # power: seconds of CPU, more when loaded
         ok = c.call("policy_check", name="p.toml", text="[sandbox]\ncpus = 2.0\n")
         assert ok["valid"] and ok["policy"]["sandbox"]["cpus"] == 2.0
         first = ok["power"][0]

@@ -47,7 +47,7 @@ def _gate(verdict: dict[str, Any], name: str) -> dict[str, Any]:
     return next(g for g in verdict["gates"] if g["gate"] == name)
 
 
-@pytest.mark.timeout(1200)  # long by design; the default is 300 s per test
+@pytest.mark.timeout(3000)  # long by design (minutes idle, far longer on a loaded machine)
 def test_only_the_real_improvement_is_promoted(tmp_path: Path, asset_cache: Path) -> None:
     solvers = world(tmp_path, asset_cache, HELDOUT)
     proposer = tmp_path / "proposer.toml"
@@ -57,7 +57,7 @@ def test_only_the_real_improvement_is_promoted(tmp_path: Path, asset_cache: Path
     )
     daemon = start_daemon(tmp_path, asset_cache, policy)
     try:
-        cands = _wait_for_candidates(daemon, len(patches.ALL), timeout=1500)
+        cands = _wait_for_candidates(daemon, len(patches.ALL), timeout=2900)
         with daemon.client() as c:
             shown = {x["id"]: c.call("show", ref=f"c{x['id']}") for x in cands}
             lineage = c.call("lineage", candidates=50)

@@ -39,3 +39,12 @@ def test_harnessd_policy_check_prints_the_table() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "policies/default.toml: valid" in proc.stdout
     assert "epoch 1, candidate 1" in proc.stdout and "+3.7" in proc.stdout
+
+
+def test_the_table_is_computed_once_per_settings_and_handed_out_as_a_copy() -> None:
+    first = power_rows(Policy(), 60)
+    first.clear()  # a caller's list is its own
+    again = power_rows(Policy(), 60)
+    assert again and again == power_rows(Policy(), 60)
+    other = power_rows(Policy.model_validate({"acceptance": {"alpha": 0.2}}), 60)
+    assert other[0].alpha > again[0].alpha  # another policy, another entry
