@@ -51,7 +51,8 @@ def render(data: ReportData, candidate_id: int | None = None) -> tuple[str, Sequ
     )
     seq_caption = (
         f"The sequential held-out test of c{path.candidate_id} ({path.statistic} after each "
-        f"paired task; accepted once it reaches {path.threshold} for every remaining outcome)."
+        f"paired task; promoted once it reaches 1/alpha = {path.threshold:.4g} with the honesty "
+        "gate passing, or stopped early for futility)."
         if path
         else "The sequential held-out test of a candidate (none has reached it yet)."
     )

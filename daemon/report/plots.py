@@ -140,7 +140,9 @@ def sequential_path(path: SequentialPath | None) -> str:
             return to_svg(fig, "sequential")
         xs = [s.done for s in path.steps]
         ax.step(xs, [s.statistic for s in path.steps], where="post", marker=".", label="test")
-        ax.axhline(path.threshold, color="C3", linestyle="--", label=f"threshold {path.threshold}")
+        ax.axhline(
+            path.threshold, color="C3", linestyle="--", label=f"threshold {path.threshold:.4g}"
+        )
         ax.set_yscale("log")
         ax.set_xlim(0, max(path.total, 1))
         ax.set_xlabel(f"paired held-out tasks (of {path.total}), model {path.model}")

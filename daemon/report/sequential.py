@@ -2,16 +2,22 @@
 
 Recomputed from the stored reports (the candidate's held-out run and its parent's baseline on
 the same tasks), in the parent's task order, which is the order the pipeline fed results in.
-The test itself comes from :mod:`daemon.improve.stats`, so the path is the one the gate saw.
+The test itself is the pipeline's (:mod:`daemon.improve.acceptance`, fed in the same order,
+at the candidate's alpha share read from its verdict), with the default policy's knobs
+(margin, weights, honesty tolerance): the report has no policy of its own.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from daemon.evaluation.report import EvalReport
+from daemon.config.policy import Policy
+from daemon.evaluation.report import EvalReport, TaskResult
 from daemon.evaluation.results import FinishedRun
-from daemon.improve.stats import SequentialState
+from daemon.improve.acceptance import Verdict, begin, observe
+from daemon.improve.observations import HarnessResult, PairedOutcome
+from daemon.improve.procedure import acceptance_policy
 from daemon.lineage.records import Candidate
 from daemon.report.data import ReportData
 
@@ -40,12 +46,13 @@ class SequentialPath:
 
 
 def _alpha(candidate: Candidate) -> float:
-    gate = (
-        next((g for g in candidate.verdict.gates if g.gate == "accuracy"), None)
-        if (candidate.verdict)
-        else None
-    )
-    return gate.threshold if gate is not None and gate.threshold is not None else DEFAULT_ALPHA
+    """The candidate's alpha share: its promotion gate's threshold is 1/alpha. A verdict from
+    before the sequential e-value test stored alpha itself as the threshold."""
+    gates = {g.gate: g for g in candidate.verdict.gates} if candidate.verdict else {}
+    gate = gates.get("improvement") or gates.get("accuracy")
+    if gate is None or gate.threshold is None or gate.threshold <= 0:
+        return DEFAULT_ALPHA
+    return 1.0 / gate.threshold if gate.threshold > 1 else gate.threshold
 
 
 def _parent_run(data: ReportData, candidate: Candidate, run: FinishedRun) -> EvalReport | None:
@@ -62,19 +69,34 @@ def _parent_run(data: ReportData, candidate: Candidate, run: FinishedRun) -> Eva
     return None
 
 
-def mcnemar_path(parent: EvalReport, candidate: EvalReport, alpha: float) -> list[Step]:
+def _result(task: TaskResult) -> HarnessResult:
+    return HarnessResult(
+        passed=task.passed and task.supported is not False,
+        tokens=max(0, task.tokens),
+        claimed=task.claimed_success,
+        confidence=task.confidence,
+    )
+
+
+def promotion_path(parent: EvalReport, candidate: EvalReport, alpha: float) -> list[Step]:
+    """After each paired task, the smaller of the two e-values a promotion needs (accuracy
+    non-inferior, better in some dimension), each at its running maximum as the test keeps it.
+    """
     mine = candidate.by_id()
-    wins = losses = done = 0
+    ours_first = [t for t in parent.tasks if t.id in mine]
+    failures = sum(not _result(t).passed for t in parent.tasks)
+    state = begin(acceptance_policy(Policy()), alpha, max(1, parent.n), failures)
+    wins = losses = 0
     steps: list[Step] = []
-    for theirs in parent.tasks:
-        ours = mine.get(theirs.id)
-        if ours is None:
-            continue
-        done += 1
-        wins += ours.passed and not theirs.passed
-        losses += theirs.passed and not ours.passed
-        state = SequentialState(wins, losses, done, parent.n, alpha)
-        steps.append(Step(done, wins, losses, state.p_value, state.decision()))
+    for theirs in ours_first:
+        outcome = PairedOutcome(theirs.id, _result(theirs), _result(mine[theirs.id]))
+        state = observe(state, outcome)
+        wins += outcome.candidate.passed and not outcome.parent.passed
+        losses += outcome.parent.passed and not outcome.candidate.passed
+        statistic = math.exp(min(state.sup_log_non_inferiority, state.sup_log_any))
+        steps.append(Step(state.n, wins, losses, statistic, state.verdict.value))
+        if state.verdict is not Verdict.UNDECIDED:
+            break
     return steps
 
 
@@ -89,14 +111,14 @@ def path_of(data: ReportData, candidate: Candidate) -> SequentialPath | None:
     if parent is None:
         return None
     alpha = _alpha(candidate)
-    steps = mcnemar_path(parent, run.report, alpha)
+    steps = promotion_path(parent, run.report, alpha)
     return SequentialPath(
         candidate_id=candidate.id,
         model=run.model,
         total=parent.n,
-        statistic="one-sided exact McNemar p-value",
-        threshold=alpha,
-        accept_below=True,
+        statistic="e-value for promotion (min of non-inferiority and improvement)",
+        threshold=1.0 / alpha,
+        accept_below=False,
         steps=steps,
         decision=steps[-1].decision if steps else "undecided",
     )

@@ -82,8 +82,10 @@ def _decided(daemon: Any, n: int, timeout: float) -> list[dict[str, Any]]:
     raise AssertionError(f"fewer than {n} candidates decided:\n{daemon.log.read_text()[-3000:]}")
 
 
-# Small splits and every statistical gate off, so a patch is promoted on the embedded model
-# in a couple of minutes: what is under test is the report of a real run, not the gates.
+# Small splits so the run takes minutes on the embedded model: what is under test is the
+# report of a real run, not the gates. On four held-out tasks no candidate can reach its
+# share of the lineage's alpha, so the patch is decided (not promoted) at the held-out stage,
+# which puts a real sequential test in the report.
 REAL_RUN_POLICY = """
 [models]
 primary = "local:smollm2-135m"
@@ -106,14 +108,6 @@ concurrency = 2
 smoke = false
 dev_max_regression = 1.0
 
-[gates.accuracy]
-enabled = false
-[gates.tokens]
-enabled = false
-[gates.honesty]
-enabled = false
-[gates.dead_code]
-enabled = false
 [gates.panel]
 enabled = false
 
@@ -132,7 +126,7 @@ def test_report_of_a_real_run_on_the_embedded_model(
     proposer = tmp_path / "proposer.toml"
     improve = patches.IMPROVE.replace("Rationale: say", f"Rationale: {HOSTILE} say", 1)
     # The unparseable reply first: the patch is then judged against the dev baseline the
-    # first cycle measured, and no cycle runs after the promotion (fewer model calls).
+    # first cycle measured (fewer model calls).
     proposer.write_text(patches.proposer_script([f"no patch here {HOSTILE}", improve]))
     daemon = start_daemon(tmp_path, asset_cache, REAL_RUN_POLICY.format(proposer=proposer))
     live = tmp_path / "live.html"
@@ -144,12 +138,12 @@ def test_report_of_a_real_run_on_the_embedded_model(
             capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
-        assert "2 versions, 2 candidates" in done.stdout, done.stdout
+        assert "1 versions, 2 candidates, sequential test of c2" in done.stdout, done.stdout
         with daemon.client() as c, pytest.raises(ControlError, match="existing directory"):
             c.call("report", out="relative.html")
     finally:
         daemon.stop()
-    assert len(versions) == 2, versions  # the seed and the promoted patch
+    assert versions == ["v0001"], versions  # the seed; the patch was not promoted
     dom = _check_rendered(chromium, live, tmp_path, versions)
     assert len(dom.attr("li", "data-candidate")) == 2
     assert HOSTILE in "".join(dom.text)
