@@ -209,6 +209,8 @@ def _policy_check(r: dict[str, Any], c: Console) -> None:
         f"{_escape(str(r.get('name')))}: [green]valid[/] (not applied; edit the policy file "
         "in force to apply it)"
     )
+    for line in r.get("power_text") or []:
+        c.print(_escape(line))
 
 
 def _stop(r: dict[str, Any], c: Console) -> None:
@@ -245,12 +247,6 @@ def _suite_export(r: dict[str, Any], c: Console) -> None:
         c.print(f"suite {r['suite']}: {r['tasks']} tasks written to {r['written']}")
     else:
         sys.stdout.write(r["text"])  # as it is: the file format, for a redirect
-
-
-def _policy_check(r: dict[str, Any], c: Console) -> None:
-    c.print(f"{_escape(str(r.get('name')))}: valid")
-    for line in r.get("power_text") or []:
-        c.print(_escape(line))
 
 
 _VIEWS: dict[str, Callable[[Any, Console], None]] = {

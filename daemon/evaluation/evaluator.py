@@ -34,9 +34,9 @@ import anyio
 from daemon.errors import HarnessdError, ProviderUnavailable, first_outage, leaves
 from daemon.evaluation import results as results_table
 from daemon.evaluation.coverage import coverage_summary, merge_coverage, read_sources
+from daemon.evaluation.decoy import decoy_request, replacements
 from daemon.evaluation.executor import Executor
 from daemon.evaluation.health import engine_watch, require_engine
-from daemon.evaluation.decoy import decoy_request, replacements
 from daemon.evaluation.provenance import Exchange, provenance
 from daemon.evaluation.report import (
     CoverageReport,

@@ -116,14 +116,19 @@ def proposer_script(proposals: list[str]) -> str:
 
 
 def climbing_policy(tmp: Path, cache_dir: Path, *, then: str | None = None) -> str:
-    """A policy whose scripted proposer walks the seed up three accuracy levels (25, 50 and
-    75 % of the tasks), so candidates keep coming, some promoted, some rejected (crash and
+    """A policy whose scripted proposer walks the seed up three accuracy levels (50, 100 and
+    100 % of the tasks), so candidates keep coming, some promoted, some rejected (crash and
     outage tests). After the climb: junk and the climb again, round and round (all but the
-    first rejected at the static stage), or ``then`` over and over."""
-    n = max(DEV, HELDOUT)
-    levels = {"L1": lambda i: i % 4 == 0, "L2": lambda i: i % 2 == 0, "L3": lambda i: i % 4 != 3}
+    first rejected at the static stage), or ``then`` over and over. Big steps, a lenient
+    lineage-wide alpha and two fresh blocks of ``HELDOUT`` tasks: the lineage moves (two
+    promotions) even when most held-out tests are cut short, each taking a slot (and so a
+    share of alpha)."""
+    pool = 2 * HELDOUT
+    n = max(DEV, pool)
+    levels = {"L1": lambda i: i % 2 == 0, "L2": lambda i: True, "L3": lambda i: True}
     solver = tmp / "solver.toml"
-    solver.write_text(solver_script(cache_dir, {k: positions(n, f) for k, f in levels.items()}))
+    modes = {k: positions(n, f) for k, f in levels.items()}
+    solver.write_text(solver_script(cache_dir, modes, pool))
     proposer = tmp / "proposer.toml"
     steps = mode_steps("L1", "L2", "L3")
     if then is None:
@@ -132,6 +137,8 @@ def climbing_policy(tmp: Path, cache_dir: Path, *, then: str | None = None) -> s
     else:
         script = proposer_script([*steps, then])
     proposer.write_text(script)
-    return policy_text(solver, solver, proposer, cycles=0).replace(
-        f'panel = ["scripted:{solver}"]', "panel = []"
+    return (
+        policy_text(solver, solver, proposer, cycles=0, heldout=pool, alpha=0.45)
+        .replace(f'panel = ["scripted:{solver}"]', "panel = []")
+        .replace("alpha = 0.45", f"alpha = 0.45\nblock_size = {HELDOUT}")
     )

@@ -23,8 +23,6 @@ from tests.daemon_process import RunningDaemon, start_daemon
 from tests.improve.lineage_checks import check_consistent
 from tests.improve.patches import climbing_policy
 
-POOL = 2 * HELDOUT  # two fresh blocks of HELDOUT tasks
-
 ROUNDS = 20
 CLIMB = 3  # promotions the climbing policy's proposer can make
 
