@@ -35,7 +35,9 @@ def _drawn(shot: Path) -> int:
     return sum(1 for p in pixels if max(p) - min(p) > 90)
 
 
-def _check_rendered(chromium: Path, report: Path, work: Path, versions: list[str]) -> Page:
+def _check_rendered(
+    chromium: Path, report: Path, work: Path, versions: list[str], drawn: int = 2000
+) -> Page:
     loaded = load(chromium, report, work)
     dom = Page(loaded.dom)
     assert active(dom) == [], active(dom)
@@ -44,7 +46,7 @@ def _check_rendered(chromium: Path, report: Path, work: Path, versions: list[str
     assert len(dom.tags("svg")) == len(PLOTS)
     assert all(n >= 10 for n in dom.plot_paths.values()), dom.plot_paths
     assert dom.attr("li", "data-version") == versions
-    assert _drawn(loaded.screenshot) > 2000
+    assert _drawn(loaded.screenshot) > drawn
     return dom
 
 
@@ -145,7 +147,9 @@ def test_report_of_a_real_run_on_the_embedded_model(
     finally:
         daemon.stop()
     assert versions == ["v0001"], versions  # the seed; the patch was not promoted
-    dom = _check_rendered(chromium, live, tmp_path, versions)
+    # One version draws points where a lineage draws lines and bands: fewer coloured pixels
+    # (1,294 measured against 2,000 for two versions), but far more than an empty page.
+    dom = _check_rendered(chromium, live, tmp_path, versions, drawn=800)
     assert len(dom.attr("li", "data-candidate")) == 2
     assert HOSTILE in "".join(dom.text)
     offline = tmp_path / "offline.html"
