@@ -36,7 +36,7 @@ from daemon.events import EventBus
 from daemon.gateway.budget import WindowState
 from daemon.improve.candidates import Submitted, check_text
 from daemon.improve.loop import LoopControl
-from daemon.improve.power_report import power_lines, power_rows, row_json
+from daemon.improve.power_report import power_table
 from daemon.lineage import Lineage, Version
 from daemon.live import labels
 from daemon.live.harness import LiveHarness
@@ -387,14 +387,8 @@ class ControlApi:
             policy = parse_policy(text, name)
         except ConfigError as exc:
             raise ControlError(ErrorCode.INVALID_POLICY, str(exc)) from None
-        rows = await anyio.to_thread.run_sync(power_rows, policy, policy.suite.heldout_size)
-        return {
-            "name": name,
-            "valid": True,
-            "policy": policy.model_dump(),
-            "power": [row_json(r) for r in rows],
-            "power_text": power_lines(rows),
-        }
+        power = await anyio.to_thread.run_sync(power_table, policy)
+        return {"name": name, "valid": True, "policy": policy.model_dump()} | power
 
     async def verb_stop(self, args: dict[str, Any]) -> Any:
         self.d.stop.set()

@@ -29,7 +29,7 @@ from daemon.gateway.ledger import Charge
 from daemon.gateway.metering import MeteredModel
 from daemon.improve import alpha_ledger, archive, candidates, edit_protocol
 from daemon.improve.pipeline import Pipeline
-from daemon.improve.power_report import current_row
+from daemon.improve.power_report import current_row, next_candidate_line
 from daemon.improve.procedure import wanted_settings
 from daemon.improve.proposer import FailedTask, build_prompt, proposal_request
 from daemon.improve.tried import TriedPrograms
@@ -136,18 +136,7 @@ class ImprovementLoop:
         pool = self.rt.splits().heldout
         settings = alpha_ledger.pinned(self.rt.store) or wanted_settings(policy, pool)
         budget = alpha_ledger.budget(settings, alpha_ledger.tests(self.rt.store))
-        row = current_row(policy, settings, budget)
-        detects = (
-            "no gain of any size is detected with power 0.8 (too few tasks for this alpha)"
-            if row.gain_no_losses == float("inf")
-            else f"it detects +{100 * row.gain_no_losses:.1f} points with power 0.8 (no losses)"
-        )
-        return (
-            f"acceptance: the next held-out candidate (epoch {row.epoch}, candidate "
-            f"{row.position}) is tested at alpha {row.alpha:.3g} of the lineage's "
-            f"{settings.alpha:g} on {row.block} tasks: {detects}, +5 points with power "
-            f"{row.power_at_5:.2f}"
-        )
+        return next_candidate_line(current_row(policy, settings, budget), settings.alpha)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()

@@ -103,6 +103,21 @@ def current_row(policy: Policy, settings: PinnedSettings, budget: LineageBudget)
     return _row(policy, "next candidate", budget, position, settings.block_size)
 
 
+def next_candidate_line(row: PowerRow, lineage_alpha: float) -> str:
+    """The event the daemon logs at start: the next candidate's alpha and what it detects."""
+    detects = (
+        f"no gain of any size is detected with power {TARGET:g} (too few tasks for this alpha)"
+        if math.isinf(row.gain_no_losses)
+        else f"it detects +{100 * row.gain_no_losses:.1f} points with power {TARGET:g} (no losses)"
+    )
+    return (
+        f"acceptance: the next held-out candidate (epoch {row.epoch}, candidate "
+        f"{row.position}) is tested at alpha {row.alpha:.3g} of the lineage's "
+        f"{lineage_alpha:g} on {row.block} tasks: {detects}, +5 points with power "
+        f"{row.power_at_5:.2f}"
+    )
+
+
 def _points(gain: float) -> str:
     return "none" if math.isinf(gain) else f"+{100 * gain:.1f}"
 
@@ -134,3 +149,9 @@ def row_json(r: PowerRow) -> dict[str, object]:
         "power_at_5_points": r.power_at_5,
         "expected_tasks_at_5_points": r.expected_tasks_at_5,
     }
+
+
+def power_table(policy: Policy) -> dict[str, object]:
+    """``policy check``'s power table for the control API: rows as data and as text."""
+    rows = power_rows(policy, policy.suite.heldout_size)
+    return {"power": [row_json(r) for r in rows], "power_text": power_lines(rows)}

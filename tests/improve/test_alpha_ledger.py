@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from daemon.config.policy import Policy
-from daemon.improve import alpha_ledger
+from daemon.improve import alpha_ledger, archive
 from daemon.improve.loop import ImprovementLoop, LoopControl
 from daemon.improve.procedure import acceptance_policy, block_for, empty_budget, wanted_settings
 from daemon.lineage import Lineage
@@ -119,31 +119,42 @@ def test_the_honesty_switch_also_removes_honesty_as_a_way_to_be_better() -> None
     assert off.weight_accuracy == pytest.approx(0.75) and off.honesty_bound == 1.0
 
 
-def _verdict(stage: str, gate: str) -> Verdict:
-    g = GateResult(gate=gate, passed=False, measured=1.0, threshold=0.5, note="secret figures")
-    return Verdict(decision="reject", stage=stage, reason=f"{gate}: measured 1.0", gates=[g])  # type: ignore[arg-type]
+def _verdict(stage: str, gate: str, note: str) -> Verdict:
+    measured = -0.3 if stage == "dev" else 0.731  # the held-out figure is the secret one
+    g = GateResult(gate=gate, passed=False, measured=measured, threshold=0.5, note=note)
+    return Verdict(decision="reject", stage=stage, reason=f"{gate}: measured {measured}",  # type: ignore[arg-type]
+                   gates=[g])  # fmt: skip
 
 
 def test_the_proposer_learns_only_promoted_or_not_about_heldout_candidates(
     tmp_path: Path,
 ) -> None:
+    """Through the loop's own wiring: a candidate with a held-out test in the ledger, or a
+    verdict at or past the held-out stage, reaches the proposer's archive as one bit."""
     store = Store(tmp_path / "state.db")
     lineage = Lineage(store, tmp_path / "harnesses")
     seed = lineage.init_seed(SEED)
 
-    def add(rationale: str, stage: str, gate: str) -> int:
+    def add(rationale: str, stage: str, gate: str, note: str) -> int:
         cid = lineage.add_candidate(seed, "proposer", "m", rationale, "", "raw")
-        lineage.set_candidate(cid, "rejected", stage, _verdict(stage, gate))
+        lineage.set_candidate(cid, "rejected", stage, _verdict(stage, gate, note))
         return cid
 
-    add("breaks the dev split", "dev", "dev_screen")
-    heldout = add("looks better", "heldout", "accuracy")
+    add("breaks the dev split", "dev", "dev_screen", "dev accuracy 10% vs parent 40%")
+    heldout = add("looks better", "heldout", "accuracy", "secret figures after 17 tasks")
     _run(store, heldout, "not_promoted")
-    add("bad panel", "panel", "panel")
+    add("bad panel", "panel", "panel", "secret figures on the panel")
+    # Stopped after its held-out test began in the ledger, before its stage moved on: the
+    # ledger alone says it reached held-out.
+    cut = lineage.add_candidate(seed, "proposer", "m", "cut short", "", "raw")
+    lineage.set_candidate(cut, "interrupted", "dev")
+    _run(store, cut, "running")
     rt: Any = SimpleNamespace(store=store)
-    lines = ImprovementLoop(rt, lineage, LoopControl())._recent_verdicts(10)
-    text = "\n".join(lines)
-    assert "rejected at dev: dev_screen" in text  # dev data: visible
-    assert text.count("not promoted") == 2
-    for secret in ("accuracy", "panel:", "measured", "secret", "heldout"):
+    seen = ImprovementLoop(rt, lineage, LoopControl())._reached_heldout()
+    assert {heldout, cut} <= seen
+    text = archive.build(lineage, store, seed, heldout_ids=seen, model="m", max_entries=10,
+                         budget_tokens=2000)  # fmt: skip
+    assert "rejected at dev: dev_screen" in text and "dev accuracy 10%" in text  # dev data
+    assert text.count("not promoted") == 3 and "interrupted" not in text
+    for secret in ("accuracy:", "panel:", "0.731", "secret", "17 tasks", "heldout"):
         assert secret not in text, (secret, text)

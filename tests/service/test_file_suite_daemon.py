@@ -14,7 +14,10 @@ from tests.control.test_harnessctl import ctl
 from tests.daemon_process import start_daemon
 from tests.improve.patches import IMPROVE
 
-N = 8  # tasks: 2 dev, 6 held-out
+# Tasks: 2 dev, 16 held-out. The first candidate's share of the lineage's alpha needs 11
+# straight held-out wins (``harnessctl policy check`` on these sizes: +74.8 points detected);
+# 6 held-out tasks could promote nothing.
+N = 18
 
 
 def _question(i: int) -> str:
@@ -50,7 +53,7 @@ model = "scripted:{tmp_path / "proposer.toml"}"
 [suite]
 name = "file:team/tasks.jsonl"
 dev_size = 2
-heldout_size = 6
+heldout_size = 16
 split_seed = "file-suite"
 [sandbox]
 wall_s = 60.0
