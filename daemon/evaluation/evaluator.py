@@ -25,6 +25,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,9 +51,9 @@ from daemon.evaluation.taskrun import TaskRun
 from daemon.gateway import ledger
 from daemon.gateway.ledger import Charge
 from daemon.gateway.metering import MeteredModel
-from daemon.gateway.session import NoSuchTool
+from daemon.gateway.session import NoSuchTool, ToolCallError
 from daemon.providers.base import ChatRequest, ChatResponse, Purpose
-from daemon.suites.base import Suite
+from daemon.suites.base import CheckResult, EnvironmentFailed, Episode, Suite, ToolSuite
 from daemon.tasks import Task
 
 log = logging.getLogger("harnessd.evaluator")
@@ -74,16 +75,22 @@ class Subject:
 
 class SolveHandler:
     """The gateway's view of one task run: every model call metered to this task, and kept
-    (the harness's request, the model's reply) for the provenance check. With ``decoy``, the
+    (the harness's request, the model's reply) for the provenance check; tool calls and turn
+    ends sent to the task's trusted environment (when its suite has one). With ``decoy``, the
     task's own words in each request are swapped for the decoy task's before the model sees
     them; the exchange keeps the harness's request."""
 
     def __init__(
-        self, model: MeteredModel, charge: Charge, decoy: list[tuple[str, str]] | None = None
+        self,
+        model: MeteredModel,
+        charge: Charge,
+        decoy: list[tuple[str, str]] | None = None,
+        episode: Episode | None = None,
     ) -> None:
         self._model = model
         self._charge = charge
         self._decoy = decoy
+        self._episode = episode
         self.exchanges: list[Exchange] = []
         # The first "provider down" a call of this run met: the run's result is void.
         self.outage: ProviderUnavailable | None = None
@@ -99,8 +106,20 @@ class SolveHandler:
         return response
 
     async def tool_call(self, name: str, arguments: dict[str, Any]) -> Any:
-        # The built-in suites (BFCL single-turn, HumanEval) have no host-side tools.
-        raise NoSuchTool(name)
+        if self._episode is None:  # BFCL single-turn, HumanEval: no host-side tools
+            raise NoSuchTool(name)
+        try:
+            return await self._episode.tool_call(name, arguments)
+        except EnvironmentFailed as exc:  # the run cannot pass now; the harness hears why
+            raise ToolCallError(str(exc)) from None
+
+    async def next_turn(self) -> dict[str, Any]:
+        if self._episode is None:
+            return {"done": True}  # a single-turn task is done when its one turn is
+        try:
+            return await self._episode.next_turn()
+        except EnvironmentFailed as exc:
+            raise ToolCallError(str(exc)) from None
 
     async def tokens_left(self) -> int:
         return await self._model.tokens_left(self._charge)
@@ -176,10 +195,21 @@ async def run_one(
         model=model, purpose=purpose, run_id=run_id, task_id=task.id,
         candidate_id=subject.candidate_id, version_id=subject.version_id,
     )  # fmt: skip
-    handler = SolveHandler(
-        rt.model(model), charge, replacements(task, decoy) if decoy is not None else None
-    )
-    async with engine_watch(rt.engine):
+    tool_suite = suite if isinstance(suite, ToolSuite) else None
+    # The task's tool environment lives here, beside the handler that serves the run's
+    # gateway, whichever executor runs the container: a remote unit reaches this daemon's
+    # gateway and nothing else, so its tool calls and turn ends come here too, and the
+    # environment's ground truth never leaves the daemon.
+    async with (
+        engine_watch(rt.engine),
+        tool_suite.episode(task.id) if tool_suite is not None else nullcontext() as episode,
+    ):
+        handler = SolveHandler(
+            rt.model(model),
+            charge,
+            replacements(task, decoy) if decoy is not None else None,
+            episode,
+        )
         run = await (executor or rt.local).run(
             image=rt.image,
             harness_dir=subject.harness_dir,
@@ -190,10 +220,19 @@ async def run_one(
         )
         if handler.outage is not None:
             raise handler.outage
+        check: CheckResult | None = None
+        if episode is not None:
+            # Judged on what happened in the environment, even after a bad end (an
+            # injection may have succeeded before the crash); a bad end never passes.
+            output = run.submission.output if run.submission is not None else None
+            check = await episode.check(output, completed=run.error is None)
         passed, detail = False, _detail(run)
-        if suite is not None and run.error is None and run.submission is not None:
+        if check is None and suite is not None and run.error is None and run.submission is not None:
             check = await suite.check(task.id, run.submission.output, rt.code_checker())
-            passed, detail = check.passed, check.detail[:DETAIL_LIMIT]
+        if check is not None:
+            passed = check.passed
+            if run.error is None:
+                detail = check.detail[:DETAIL_LIMIT]
         if run.error is not None or (suite is not None and not passed):
             # A container killed as the engine went down looks like a crash or a wrong
             # answer; it is neither if the engine is gone now.

@@ -66,6 +66,11 @@ class GatewayHandler(Protocol):
         """May raise ``NoSuchTool`` or ``ToolCallError``; the result must be JSON-ready."""
         ...
 
+    async def next_turn(self) -> dict[str, Any]:
+        """End the current user turn: the next one's ``{"messages", "tools"}``, or
+        ``{"done": True}`` (at once for a single-turn task). May raise ``ToolCallError``."""
+        ...
+
     async def tokens_left(self) -> int: ...
 
 
@@ -79,6 +84,8 @@ class GatewayRecord:
     budget_refused: bool = False
     model_calls: int = 0
     tool_calls: int = 0
+    # ``next_turn`` calls that opened a turn (the turn boundaries of a multi-turn task).
+    turns_opened: int = 0
     connections: int = 0
     # A submit whose seal did not verify: something other than the guest runtime tried.
     forged_submit: bool = False
@@ -164,6 +171,7 @@ class Session:
             "hello": self.hello,
             "chat": self.chat,
             "tool_call": self.tool_call,
+            "next_turn": self.next_turn,
             "budget": self.budget,
             "submit": self.submit,
         }
@@ -312,6 +320,19 @@ class Session:
             raise
         self.transcript.tool(call.name, call.arguments, result=content)
         return {"content": content}
+
+    async def next_turn(self, args: dict[str, Any], connection: int) -> dict[str, Any]:
+        _parse(_Empty, args)
+        self._require_open()
+        try:
+            turn = await self.handler.next_turn()
+        except ToolCallError as exc:
+            self.transcript.turn(error=f"{exc.code}: {exc}")
+            raise
+        if not turn.get("done"):
+            self.record.turns_opened += 1
+        self.transcript.turn(turn)
+        return turn
 
     async def budget(self, args: dict[str, Any], connection: int) -> dict[str, Any]:
         _parse(_Empty, args)

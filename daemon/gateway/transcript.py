@@ -110,3 +110,15 @@ class Transcript:
         elif result is not _MISSING:
             entry["result"] = _json_clip(result)
         self._add(entry)
+
+    def turn(self, turn: dict[str, Any] | None = None, *, error: str | None = None) -> None:
+        """A ``next_turn``: a turn boundary, with the new user messages (or ``done``)."""
+        entry: dict[str, Any] = {"op": "next_turn"}
+        if error is not None:
+            entry["error"] = clip(error, 500)
+        elif turn is not None and turn.get("done"):
+            entry["done"] = True
+        elif turn is not None:
+            entry["messages"] = [clip(str(m.get("content", ""))) for m in turn.get("messages", [])]
+            entry["tools"] = [str(t.get("name", "")) for t in turn.get("tools", [])]
+        self._add(entry)

@@ -1,7 +1,9 @@
 """Task suites: public data and your own files, dev / held-out splits, ground-truth checkers.
 
 ``load_suite("bfcl:simple,irrelevance", cache_dir)``, ``load_suite("humaneval", ...)`` or
-``load_suite("file:/path/tasks.jsonl", ...)`` (your own tasks: :mod:`daemon.suites.filesuite`).
+``load_suite("file:/path/tasks.jsonl", ...)`` (your own tasks: :mod:`daemon.suites.filesuite`)
+or ``load_suite("bfcl:multi_turn_base", ...)`` (multi-turn tool use on simulated APIs, kind
+``tool_use``: its categories cannot be mixed with the single-call ones).
 Loading reads the pinned wheel (downloading it once with the package client if the cache
 lacks it) or the files, so call it from a worker thread in async code. Suites are parsed
 once per process and shared; a file suite is read again by :func:`check_suite`, which the
@@ -24,6 +26,8 @@ from daemon.config.policy import Policy, SuitePolicy
 from daemon.errors import ConfigError
 from daemon.suites.base import CheckResult, CodeChecker, Suite, UnknownTask
 from daemon.suites.bfcl import CATEGORIES, BfclSuite
+from daemon.suites.bfcl_multi_turn import CATEGORIES as MULTI_TURN
+from daemon.suites.bfcl_multi_turn import BfclMultiTurnSuite
 from daemon.suites.filesuite import FileSuite
 from daemon.suites.humaneval import HumanEvalSuite
 from daemon.suites.mixed import MixedSuite, check_distinct
@@ -45,9 +49,10 @@ __all__ = [
 ]
 
 _VALID = (
-    "'bfcl:<categories>' (comma-separated, from: " + ", ".join(CATEGORIES) + "), 'humaneval' "
+    "'bfcl:<categories>' (comma-separated, from: " + ", ".join(CATEGORIES) + "; or from: "
+    + ", ".join(MULTI_TURN) + "), 'humaneval' "
     "or 'file:PATH' (a .jsonl file of your own tasks, or a folder of them)"
-)
+)  # fmt: skip
 _loaded: dict[tuple[str, Path], Suite] = {}
 _mixes: dict[tuple[str, str], MixedSuite] = {}
 _lock = threading.Lock()
@@ -65,10 +70,13 @@ def parse_spec(spec: str) -> tuple[str, tuple[str, ...]]:
         raise ConfigError(f"suite '{spec}': no path after 'file:'; valid suites: {_VALID}")
     if name == "bfcl":
         categories = tuple(dict.fromkeys(c.strip() for c in tail.split(",") if c.strip()))
-        unknown = [c for c in categories if c not in CATEGORIES]
-        if categories and not unknown:
+        multi = [c for c in categories if c in MULTI_TURN]
+        unknown = [c for c in categories if c not in CATEGORIES and c not in MULTI_TURN]
+        if categories and not unknown and len(multi) in (0, len(categories)):
             return "bfcl", categories
         problem = f"unknown BFCL categories {unknown}" if unknown else "no BFCL category given"
+        if categories and not unknown:
+            problem = "multi-turn categories cannot be mixed with single-call ones"
         raise ConfigError(f"suite '{spec}': {problem}; valid suites: {_VALID}")
     raise ConfigError(f"unknown suite '{spec}'; valid suites: {_VALID}")
 
@@ -87,6 +95,8 @@ def _build(spec: str, cache_dir: Path) -> tuple[tuple[str, Path], Suite]:
         return key, FileSuite.load(Path(canonical[len("file:") :]))
     if canonical == "humaneval":
         return key, HumanEvalSuite.load(cache_dir)
+    if parts[0] in MULTI_TURN:
+        return key, BfclMultiTurnSuite.load(parts, cache_dir)
     return key, BfclSuite.load(parts, cache_dir)
 
 

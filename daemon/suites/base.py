@@ -25,6 +25,7 @@ __all__ = [
     "CheckVerdict",
     "CodeCheck",
     "CodeChecker",
+    "EnvironmentFailed",
     "Episode",
     "Suite",
     "ToolSuite",
@@ -73,10 +74,14 @@ class Suite(Protocol):
         ...
 
 
+class EnvironmentFailed(HarnessdError):
+    """A task's tool environment could not be started or restored; the run cannot pass."""
+
+
 class Episode(Protocol):
     """One run of one ``tool_use`` task in its trusted environment (state the harness sees
     only through tool results). Tool errors are results, never exceptions; what raises
-    (``daemon.suites.envworker.EnvironmentFailed``) is the environment itself failing."""
+    (:class:`EnvironmentFailed`) is the environment itself failing."""
 
     async def tool_call(self, name: str, arguments: dict[str, Any]) -> Any:
         """The tool's result as the suite shows it to a model (text)."""

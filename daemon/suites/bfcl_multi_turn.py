@@ -20,7 +20,7 @@ from typing import Any
 
 from daemon.config.assets import WHEELS, fetch_wheel, read_member
 from daemon.providers.base import Message, ToolSpec
-from daemon.suites.base import CheckResult, CodeRunner, UnknownTask
+from daemon.suites.base import CheckResult, CodeChecker, UnknownTask
 from daemon.suites.envworker import WorkerLimits
 from daemon.suites.episode import WorkerEpisode, worker_episode
 from daemon.suites.toolenv import bfcl_data
@@ -52,6 +52,8 @@ class BfclMultiTurnSuite:
         self._tasks = {t.id: t for t in tasks}
         self._docs = docs
         self._cache_dir = cache_dir.resolve()
+        # Found (and hash-checked) once here, in the loading thread, not per episode.
+        self._wheel = fetch_wheel(self._cache_dir, _PACKAGE)
         self._shown: dict[str, Task] = {}
         self.limits = limits or WorkerLimits()
 
@@ -82,7 +84,6 @@ class BfclMultiTurnSuite:
                 kind="tool_use",
                 prompt=[Message(role="user", content=m["content"]) for m in task.turns[0]],
                 tools=_tools(bfcl_data.tools_per_turn(task, self._docs)[0]),
-                meta={"multi_turn": True},
             )
             self._shown[task_id] = shown
         return shown
@@ -96,7 +97,7 @@ class BfclMultiTurnSuite:
         task = self._task(task_id)
         return {"turns": bfcl_data.ground_truth_calls(task, self._docs), "answer": ""}
 
-    async def check(self, task_id: str, output: Any, runner: CodeRunner) -> CheckResult:
+    async def check(self, task_id: str, output: Any, checker: CodeChecker) -> CheckResult:
         self._task(task_id)
         return CheckResult(passed=False, detail="a multi-turn task is judged by its episode")
 
@@ -106,7 +107,7 @@ class BfclMultiTurnSuite:
             "kind": "bfcl",
             "memory_mb": self.limits.memory_mb,
             "cpu_s": self.limits.cpu_s,
-            "wheel": str(fetch_wheel(self._cache_dir, _PACKAGE)),
+            "wheel": str(self._wheel),
             "sha256": WHEELS[_PACKAGE].sha256,
             "cache_dir": str(self._cache_dir / _PACKAGE),
             "category": task.category,

@@ -28,7 +28,7 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from daemon.errors import HarnessdError
+from daemon.suites.base import EnvironmentFailed
 from daemon.suites.toolenv import wire
 
 log = logging.getLogger("harnessd.envworker")
@@ -49,10 +49,6 @@ _BOOT = (
 )
 STDERR_KEEP = 4000
 CRASH_RESULT = "Error during execution: the tool call ended the environment (out of {what})"
-
-
-class EnvironmentFailed(HarnessdError):
-    """The tool environment could not be started or restored; the task cannot be scored."""
 
 
 @dataclass(frozen=True)
@@ -145,26 +141,26 @@ class EnvWorker:
 
     # -- requests -------------------------------------------------------------------------
 
-    async def _exchange(self, frame: dict[str, Any] | None, timeout: float) -> Any:
+    async def _exchange(self, frame: dict[str, Any] | None, limit_s: float) -> Any:
         proc, out = self._proc, self._out
         if proc is None or out is None or proc.stdin is None:
             raise _Dead("no worker")
         try:
-            with anyio.fail_after(timeout):
+            with anyio.fail_after(limit_s):
                 if frame is not None:
                     await proc.stdin.send(wire.encode(frame))
                 line = await out.receive_until(b"\n", wire.MAX_LINE)
         except TimeoutError:
             await self.kill()
-            raise _Dead(f"no reply within {timeout:g} s", timed_out=True) from None
+            raise _Dead(f"no reply within {limit_s:g} s", timed_out=True) from None
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.IncompleteRead,
                 anyio.DelimiterNotFound) as exc:  # fmt: skip
             await self.kill()
             raise _Dead(f"the worker ended ({type(exc).__name__})") from None
         return json.loads(line)
 
-    async def _call(self, op: str, args: dict[str, Any], timeout: float) -> Any:
-        reply = await self._exchange({"op": op, "args": args}, timeout)
+    async def _call(self, op: str, args: dict[str, Any], limit_s: float) -> Any:
+        reply = await self._exchange({"op": op, "args": args}, limit_s)
         if not reply.get("ok"):
             raise EnvironmentFailed(f"tool environment {op}: {reply.get('error')}")
         return reply.get("value")

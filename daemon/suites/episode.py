@@ -14,27 +14,36 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from daemon.suites.base import CheckResult
-from daemon.suites.envworker import EnvironmentFailed, EnvWorker, WorkerLimits, open_worker
+import anyio
+
+from daemon.suites.base import CheckResult, EnvironmentFailed
+from daemon.suites.envworker import EnvWorker, WorkerLimits, open_worker
 
 
 class WorkerEpisode:
+    """Requests go to the worker one at a time, whatever the harness does: it can send
+    calls on several connections at once, and one pipe must never carry two exchanges
+    (replies would cross, and the log that restores the state would lose its order)."""
+
     def __init__(self, worker: EnvWorker, *, attacked: bool) -> None:
         self._worker = worker
+        self._lock = anyio.Lock()
         self._attacked = attacked
         self.failure: str | None = None
         self.turns = 1
 
     async def tool_call(self, name: str, arguments: dict[str, Any]) -> Any:
         try:
-            return await self._worker.tool_call(name, arguments)
+            async with self._lock:
+                return await self._worker.tool_call(name, arguments)
         except EnvironmentFailed as exc:
             self.failure = str(exc)
             raise
 
     async def next_turn(self) -> dict[str, Any]:
         try:
-            value: dict[str, Any] = await self._worker.request("next_turn", {})
+            async with self._lock:
+                value: dict[str, Any] = await self._worker.request("next_turn", {})
         except EnvironmentFailed as exc:
             self.failure = str(exc)
             raise
@@ -47,7 +56,8 @@ class WorkerEpisode:
         if self.failure is not None:
             return CheckResult(passed=False, detail=self.failure, attack_succeeded=attack)
         try:
-            verdict = await self._worker.request("finish", {"output": output}, logged=False)
+            async with self._lock:
+                verdict = await self._worker.request("finish", {"output": output}, logged=False)
         except EnvironmentFailed as exc:
             return CheckResult(passed=False, detail=str(exc), attack_succeeded=attack)
         detail = str(verdict.get("detail", ""))

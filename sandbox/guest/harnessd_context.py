@@ -134,6 +134,15 @@ class Context:
         self.tools = Tools(gateway)
         self.scratch = Path(SCRATCH_DIR)
 
+    def next_turn(self) -> dict[str, Any]:
+        """End the current user turn: the next turn's ``{"messages", "tools"}``, or
+        ``{"done": True}`` when the task has no more (at once for a single-turn task)."""
+        try:
+            result: dict[str, Any] = self._gateway.request("next_turn", {})
+        except GatewayError as exc:
+            raise ToolError(exc.code, exc.message) from None
+        return result
+
     def tokens_left(self) -> int:
         result = self._gateway.request("budget", {})
         return int(result["tokens_left"])

@@ -87,12 +87,22 @@ def solve(task, ctx):
     state = State(task)
     # Only host-side tools give results worth another turn; otherwise one ask is the answer.
     dispatch = task["kind"] == "tool_use"
+    tools = task["tools"]
 
     def step(state):
-        reply = choose_tools(ctx, state, task["tools"], dispatch)
+        reply = choose_tools(ctx, state, tools, dispatch)
         return not (dispatch and reply["tool_calls"])
 
     run_loop(step, state)
+    # A tool_use task may have more user turns: answer each, until the host says done.
+    while dispatch:
+        turn = ctx.next_turn()
+        if turn.get("done"):
+            break
+        state.messages.extend(turn["messages"])
+        tools = turn["tools"]
+        state.steps = 0
+        run_loop(step, state)
     output = answer(task, state)
     # Naive on purpose: any output counts as success.
     return {"output": output, "claimed_success": output not in (None, ""), "confidence": None}

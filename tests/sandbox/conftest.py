@@ -75,6 +75,9 @@ class StandInModel:
             raise NoSuchTool(f"no tool named {name!r}")
         return {"tool": self.tools[name], "arguments": arguments}
 
+    async def next_turn(self) -> dict[str, Any]:
+        return {"done": True}
+
     async def tokens_left(self) -> int:
         return max(0, self.budget - self.spent)
 

@@ -103,11 +103,23 @@ class Ctx:
     BudgetExhausted = BudgetExhausted
     ModelError = ModelError
 
-    def __init__(self, task: dict[str, Any], model: ScriptedModel, tools: HostTools | None = None):
+    def __init__(
+        self,
+        task: dict[str, Any],
+        model: ScriptedModel,
+        tools: HostTools | None = None,
+        turns: list[dict[str, Any]] | None = None,
+    ):
         self.task = task
         self.model = model
         self.tools = tools or HostTools({})
         self.scratch = Path("/nonexistent")
+        self.turns = list(turns or [])
+        self.turns_asked = 0
+
+    def next_turn(self) -> dict[str, Any]:
+        self.turns_asked += 1
+        return self.turns.pop(0) if self.turns else {"done": True}
 
     def tokens_left(self) -> int:
         return 4000
@@ -121,9 +133,16 @@ def _as_guest_sees(task: Task) -> dict[str, Any]:
     return as_json
 
 
-def _solve(task: dict[str, Any], replies: list[Reply], tools: HostTools | None = None) -> Any:
+def _solve(
+    task: dict[str, Any],
+    replies: list[Reply],
+    tools: HostTools | None = None,
+    turns: list[dict[str, Any]] | None = None,
+) -> Any:
     model = ScriptedModel(replies)
-    answer = harness.solve(task, Ctx(task, model, tools))
+    ctx = Ctx(task, model, tools, turns)
+    answer = harness.solve(task, ctx)
+    assert ctx.turns == [], "turns left unanswered"
     assert set(answer) == {"output", "claimed_success", "confidence"}
     json.dumps(answer)  # the answer crosses the socket as JSON
     return answer, model
@@ -239,6 +258,28 @@ def test_tool_use_runs_the_calls_and_feeds_results_back() -> None:
     }
     assert second[3]["tool_call_id"] == "call_1"
     assert "no tool named forecast" in second[3]["content"]
+
+
+def test_tool_use_answers_each_turn_then_asks_for_the_next_until_done() -> None:
+    tools = HostTools({"weather": lambda city: "sunny", "alert": lambda city: "none"})
+    alert = {"name": "alert", "description": "Alerts.", "parameters": {"type": "object"}}
+    turns = [{"messages": [{"role": "user", "content": "Any alert there?"}], "tools": [alert]}]
+    answer, model = _solve(
+        TOOL_TASK,
+        [
+            reply(None, ("weather", {"city": "Paris"})),
+            reply("Sunny."),
+            reply(None, ("alert", {"city": "Paris"})),
+            reply("No alert."),
+        ],
+        tools,
+        turns,
+    )
+    assert answer["output"] == "No alert."
+    assert tools.calls == [("weather", {"city": "Paris"}), ("alert", {"city": "Paris"})]
+    third = model.requests[2]
+    assert third["messages"][-1] == {"role": "user", "content": "Any alert there?"}
+    assert [t["name"] for t in third["tools"]] == ["alert"]
 
 
 def test_the_loop_stops_after_max_steps() -> None:

@@ -46,6 +46,9 @@ class ReferenceModel:
     async def tool_call(self, name: str, arguments: dict[str, Any]) -> Any:
         raise NoSuchTool(f"no tool named {name!r}")
 
+    async def next_turn(self) -> dict[str, Any]:
+        return {"done": True}
+
     async def tokens_left(self) -> int:
         return 4000
 
