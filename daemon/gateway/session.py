@@ -67,8 +67,7 @@ class GatewayHandler(Protocol):
         ...
 
     async def next_turn(self) -> dict[str, Any]:
-        """End the current user turn: the next one's ``{"messages", "tools"}``, or
-        ``{"done": True}`` (at once for a single-turn task). May raise ``ToolCallError``."""
+        """The next user turn's ``{"messages", "tools"}``, or ``{"done": True}``."""
         ...
 
     async def tokens_left(self) -> int: ...
@@ -84,8 +83,7 @@ class GatewayRecord:
     budget_refused: bool = False
     model_calls: int = 0
     tool_calls: int = 0
-    # ``next_turn`` calls that opened a turn (the turn boundaries of a multi-turn task).
-    turns_opened: int = 0
+    turns_opened: int = 0  # ``next_turn`` calls that opened another user turn
     connections: int = 0
     # A submit whose seal did not verify: something other than the guest runtime tried.
     forged_submit: bool = False
@@ -329,8 +327,7 @@ class Session:
         except ToolCallError as exc:
             self.transcript.turn(error=f"{exc.code}: {exc}")
             raise
-        if not turn.get("done"):
-            self.record.turns_opened += 1
+        self.record.turns_opened += not turn.get("done")
         self.transcript.turn(turn)
         return turn
 

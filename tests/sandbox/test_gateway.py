@@ -265,6 +265,34 @@ async def test_handler_errors_become_error_replies(socket_dir: Path) -> None:
     assert record.transcript[0]["error"].startswith("ProviderError")
 
 
+class TurnsModel(StandInModel):
+    """A two-turn task: one more user turn, then done."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.turns: list[dict[str, Any]] = [
+            {"messages": [{"role": "user", "content": "And Bergen?"}], "tools": []}
+        ]
+
+    async def next_turn(self) -> dict[str, Any]:
+        return self.turns.pop(0) if self.turns else {"done": True}
+
+
+async def test_next_turn_returns_the_next_turn_then_done_and_marks_the_boundary(
+    socket_dir: Path,
+) -> None:
+    def turn(i: int, args: Any) -> dict[str, Any]:
+        return {"v": 1, "id": i, "op": "next_turn", "args": args}
+
+    async with gateway(socket_dir, TurnsModel()) as (record, path), client(path) as guest:
+        first = await guest.ask(turn(1, {}))
+        assert first["result"]["messages"] == [{"role": "user", "content": "And Bergen?"}]
+        assert (await guest.ask(turn(2, {})))["result"] == {"done": True}
+        assert (await guest.ask(turn(3, {"skip": 3})))["error"]["code"] == "bad_args"
+    assert record.turns_opened == 1 and record.bad_frames == 1
+    assert [e.get("messages", e.get("done")) for e in record.transcript] == [["And Bergen?"], True]
+
+
 async def test_budget_refusal_is_recorded(socket_dir: Path) -> None:
     chat = {"v": 1, "id": 1, "op": "chat", "args": {"messages": [{"role": "user", "content": "x"}]}}
     async with (
