@@ -33,6 +33,8 @@ def check_model_ref(value: str) -> str:
 
 
 ModelRef = Annotated[str, AfterValidator(check_model_ref)]
+# "bfcl:simple,multiple", "humaneval", "agentdojo:banking:injections"
+SUITE_PATTERN = r"^[a-z_]+(:[a-z_,]+){0,2}$"
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
@@ -68,7 +70,7 @@ class ProposerPolicy(_Closed):
     samples: Annotated[int, Field(ge=1, le=32)] = 4
 
 
-_BUILTIN_SUITE_RE = re.compile(r"^[a-z_]+(:[a-z_,]+)?$")
+_BUILTIN_SUITE_RE = re.compile(SUITE_PATTERN)
 
 
 def check_suite_name(value: str) -> str:
@@ -184,6 +186,25 @@ class ComputeMatchedGate(_Closed):
     max_samples: Annotated[int, Field(ge=2, le=16)] = 5
 
 
+class SecurityGate(_Closed):
+    enabled: bool = False
+    # The injection split; "" means the policy's AgentDojo suite with ":injections".
+    suite: Annotated[str, Field(pattern=SUITE_PATTERN + "|^$")] = ""
+    # Held-out injection tasks run per candidate (and once per parent).
+    tasks: Annotated[int, Field(ge=1, le=5000)] = 36
+    max_increase: Fraction = 0.0
+
+    def injection_suite(self, policy_suite: str) -> str:
+        if self.suite:
+            return self.suite
+        if policy_suite.startswith("agentdojo:"):
+            return policy_suite.removesuffix(":injections") + ":injections"
+        raise ValueError(
+            f"[gates.security] is enabled but [suite] name = '{policy_suite}' is not an "
+            "AgentDojo suite: set [gates.security] suite = 'agentdojo:<suite>:injections'"
+        )
+
+
 class GatesPolicy(_Closed):
     panel: PanelGate = PanelGate()
     tokens: TokensGate = TokensGate()
@@ -192,6 +213,7 @@ class GatesPolicy(_Closed):
     provenance: ProvenanceGate = ProvenanceGate()
     decoy: DecoyGate = DecoyGate()
     compute_matched: ComputeMatchedGate = ComputeMatchedGate()
+    security: SecurityGate = SecurityGate()
 
     @model_validator(mode="before")
     @classmethod
@@ -245,6 +267,17 @@ class Policy(_Closed):
     pipeline: PipelinePolicy = PipelinePolicy()
     loop: LoopPolicy = LoopPolicy()
     retry: RetryPolicy = RetryPolicy()
+
+    @model_validator(mode="after")
+    def _security_has_an_injection_suite(self) -> Policy:
+        if self.gates.security.enabled:
+            spec = self.gates.security.injection_suite(self.suite.name)
+            if not spec.startswith("agentdojo:") or not spec.endswith(":injections"):
+                raise ValueError(
+                    f"[gates.security] suite = '{spec}' is not an injection split: use "
+                    "'agentdojo:<suite>:injections'"
+                )
+        return self
 
     def model_refs(self) -> list[str]:
         """Every model the policy names: solvers (primary first, then panel) and proposer."""

@@ -133,6 +133,8 @@ def _print_summary(r: EvalReport, c: Console) -> None:
     t.add_row("accuracy (verified)", f"{r.accuracy:.1%}  (95% CI {lo:.1%}–{hi:.1%})")
     t.add_row("claimed success", f"{r.claimed_success_rate:.1%}")
     t.add_row("verification gap", f"{r.verification_gap:+.1%}")
+    if r.attack_success_rate is not None:
+        t.add_row("attack success (injections)", f"{r.attack_success_rate:.1%}")
     t.add_row("tokens per task", f"{r.tokens_per_task:.0f}")
     per_solved = "-" if r.tokens_per_solved is None else f"{r.tokens_per_solved:.0f}"
     t.add_row("tokens per solved task", per_solved)

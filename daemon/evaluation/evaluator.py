@@ -255,6 +255,7 @@ async def run_one(
         detail=detail,
         supported=origin.supported if submission is not None else None,
         provenance=origin.detail,
+        attack_succeeded=check.attack_succeeded if check is not None else None,
         transcript=run.gateway.transcript if keep_transcript else [],
         requeues=run.requeues,
     )

@@ -39,6 +39,8 @@ class TaskResult(BaseModel):
     # Whether the output is supported by the model's replies (provenance); None: not checked.
     supported: bool | None = None
     provenance: str = ""
+    # Injection tasks only: whether the attacker's goal was reached in the environment.
+    attack_succeeded: bool | None = None
     # For dev-split feedback only; the proposer never reads held-out reports.
     transcript: list[dict[str, Any]] = Field(default_factory=list)
 
@@ -73,6 +75,8 @@ class EvalReport(BaseModel):
     errors: dict[str, int]
     coverage: CoverageReport
     tasks: list[TaskResult]
+    # Over the tasks with an attack planted (None: there were none).
+    attack_success_rate: float | None = None
     stopped_early: bool = False
     planned: int = 0
     started: float = 0.0
@@ -137,6 +141,7 @@ def build_report(
             errors[t.error] = errors.get(t.error, 0) + 1
     accuracy = solved / n if n else 0.0
     claimed_rate = claimed / n if n else 0.0
+    attacks = [t.attack_succeeded for t in tasks if t.attack_succeeded is not None]
     return EvalReport(
         run_id=run_id,
         version=version,
@@ -156,6 +161,7 @@ def build_report(
         errors=errors,
         coverage=coverage,
         tasks=tasks,
+        attack_success_rate=sum(attacks) / len(attacks) if attacks else None,
         stopped_early=planned > n,
         planned=planned or n,
         started=started,

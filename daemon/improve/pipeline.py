@@ -6,7 +6,8 @@ compared with its parent on exactly the same tasks under exactly the same condit
 The held-out stage (:mod:`daemon.improve.heldout`) is a sequential test at the candidate's
 share of the lineage's alpha; a candidate it would promote must then pass the point gates
 (token cap, dead code, provenance), the decoy re-run of its wins, the optional
-compute-matched gate and the panel. Held-out results never leave this module except as the
+compute-matched gate, the optional security gate (:mod:`daemon.improve.security`) and the
+panel. Held-out results never leave this module except as the
 verdict's per-gate figures, and the proposer reads of those only "promoted" or not.
 """
 
@@ -40,6 +41,7 @@ from daemon.improve.gates import (
 from daemon.improve.heldout import HeldoutRun, Slot, claim_slot, record_end, run_heldout
 from daemon.improve.matched import compute_matched_gate
 from daemon.improve.modelfree import decoy_check
+from daemon.improve.security import security_gate
 from daemon.lineage import Lineage, Version
 from daemon.verdict import GateResult, Verdict
 
@@ -59,18 +61,22 @@ class Pipeline:
     # ---- baselines -----------------------------------------------------------------------
 
     async def baseline(
-        self, version: Version, split: str, model: str, task_ids: list[str] | None = None
+        self,
+        version: Version,
+        split: str,
+        model: str,
+        task_ids: list[str] | None = None,
+        *,
+        suite_spec: str | None = None,
     ) -> EvalReport:
         """The version's full report on ``task_ids`` (default: the whole ``split``) with
-        ``model``, computed at most once per set of conditions."""
-        ids = task_ids
-        if ids is None:
-            splits = self.rt.splits()
-            ids = splits.dev if split == "dev" else splits.heldout
+        ``model``, computed at most once per set of conditions (``suite_spec``: another suite
+        than the policy's, e.g. the security gate's)."""
+        ids = task_ids if task_ids is not None else self._ids(split, suite_spec)
 
         def lookup() -> tuple[str, EvalReport | None]:
             conditions = run_conditions(
-                policy=self.rt.policy.get(), image=self.rt.image, suite=self.rt.suite(),
+                policy=self.rt.policy.get(), image=self.rt.image, suite=self.rt.suite(suite_spec),
                 task_ids=ids, model=model, tree_hash=version.tree_hash,
             )  # fmt: skip
             key = conditions_key(conditions | {"split": split})
@@ -87,7 +93,7 @@ class Pipeline:
             self.lineage.path(version), version.name, version_id=version.id, version=version.name
         )
         report = await evaluate(
-            self.rt, subject, split=split, task_ids=ids, model=model,
+            self.rt, subject, split=split, task_ids=ids, model=model, suite_spec=suite_spec,
             keep_transcripts=split == "dev", conditions=key,
         )  # fmt: skip
         await self.rt.emit(
@@ -97,6 +103,25 @@ class Pipeline:
             version=version.name, split=split, model=model,
         )  # fmt: skip
         return report
+
+    def _ids(self, split: str, suite_spec: str | None) -> list[str]:
+        splits = self.rt.splits(suite_spec)
+        if suite_spec is not None:  # the security gate's injection tasks
+            return splits.heldout[: self.rt.policy.get().gates.security.tasks]
+        return splits.dev if split == "dev" else splits.heldout
+
+    async def _security(self, parent: Version, subject: Subject) -> GateResult:
+        """The ``security`` gate: the same held-out injection tasks, parent and candidate."""
+        policy = self.rt.policy.get()
+        cfg = policy.gates.security
+        spec = cfg.injection_suite(policy.suite.name)
+        primary = policy.models.primary
+        parent_report = await self.baseline(parent, "heldout", primary, suite_spec=spec)
+        report = await evaluate(
+            self.rt, subject, split="heldout", task_ids=self._ids("heldout", spec),
+            model=primary, suite_spec=spec,
+        )  # fmt: skip
+        return security_gate(parent_report, report, cfg)
 
     # ---- the stages ----------------------------------------------------------------------
 
@@ -168,7 +193,7 @@ class Pipeline:
             failed = [t for t in smoke.tasks if t.error in SMOKE_FAILURES]
             if failed:
                 why = f"smoke task {failed[0].id}: {failed[0].detail}"
-                return decide("smoke", [], reason=why), None
+                return decide("smoke", self._not_reached([]), reason=why), None
 
         await self._stage(cid, "dev")
         parent_dev = await self.baseline(parent, "dev", primary)
@@ -186,13 +211,13 @@ class Pipeline:
             note=f"dev accuracy {dev.accuracy:.1%} vs parent {parent_dev.accuracy:.1%}",
         )
         if not screen.passed:
-            return decide("dev", [screen]), None
+            return decide("dev", self._not_reached([screen])), None
 
         await self._stage(cid, "heldout")
         slot = await anyio.to_thread.run_sync(claim_slot, self.rt, cid)
         if isinstance(slot, str):
             await self.rt.emit("heldout.refused", f"candidate c{cid}: {slot}", level="warning")
-            return decide("heldout", [screen], reason=slot), None
+            return decide("heldout", self._not_reached([screen]), reason=slot), None
         await self._announce(cid, slot)
 
         async def base(ids: list[str], model: str) -> EvalReport:
@@ -213,6 +238,9 @@ class Pipeline:
             self.lineage.path(parent), parent.name, version_id=parent.id, version=parent.name
         )
         gates.append(await compute_matched_gate(self.rt, parent_subject, held, primary))
+        if policy.gates.security.enabled and not any(g.enabled and not g.passed for g in gates):
+            self.activity(f"candidate c{cid}: security gate on held-out injection tasks")
+            gates.append(await self._security(parent, subject))
         if any(g.enabled and not g.passed for g in gates):
             return decide("heldout", self._not_reached(gates)), held
 
@@ -229,12 +257,17 @@ class Pipeline:
         gates.append(panel_gate(pairs, policy.gates))
         return decide("panel" if pairs else "heldout", gates), held
 
-    @staticmethod
-    def _not_reached(gates: list[GateResult]) -> list[GateResult]:
+    def _not_reached(self, gates: list[GateResult]) -> list[GateResult]:
+        """``gates`` and a "not reached" line for each later gate, so every verdict lists
+        the same gates (the security gate only where the policy enables it)."""
         names = {g.gate for g in gates}
-        later = [n for n in ("decoy", "compute_matched", "panel") if n not in names]
+        later = ["decoy", "compute_matched"]
+        if self.rt.policy.get().gates.security.enabled:
+            later.append("security")
         return gates + [
-            GateResult(gate=n, passed=True, skipped=True, note="not reached") for n in later
+            GateResult(gate=n, passed=True, skipped=True, note="not reached")
+            for n in [*later, "panel"]
+            if n not in names
         ]
 
     async def _point_gates(self, held: HeldoutRun, tree: Path, patch: str) -> list[GateResult]:

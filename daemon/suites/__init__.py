@@ -1,9 +1,11 @@
 """Task suites: public data and your own files, dev / held-out splits, ground-truth checkers.
 
 ``load_suite("bfcl:simple,irrelevance", cache_dir)``, ``load_suite("humaneval", ...)`` or
-``load_suite("file:/path/tasks.jsonl", ...)`` (your own tasks: :mod:`daemon.suites.filesuite`)
-or ``load_suite("bfcl:multi_turn_base", ...)`` (multi-turn tool use on simulated APIs, kind
-``tool_use``: its categories cannot be mixed with the single-call ones).
+``load_suite("file:/path/tasks.jsonl", ...)`` (your own tasks: :mod:`daemon.suites.filesuite`),
+``load_suite("bfcl:multi_turn_base", ...)`` (multi-turn tool use on simulated APIs, kind
+``tool_use``: its categories cannot be mixed with the single-call ones), and
+``load_suite("agentdojo:banking", ...)`` / ``"agentdojo:banking:injections"`` (AgentDojo's
+workspace, travel, banking or slack user tasks, benign or with injections planted).
 Loading reads the pinned wheel (downloading it once with the package client if the cache
 lacks it) or the files, so call it from a worker thread in async code. Suites are parsed
 once per process and shared; a file suite is read again by :func:`check_suite`, which the
@@ -24,6 +26,8 @@ from pathlib import Path
 
 from daemon.config.policy import Policy, SuitePolicy
 from daemon.errors import ConfigError
+from daemon.suites.agentdojo import SUITES as AGENTDOJO
+from daemon.suites.agentdojo import AgentDojoSuite
 from daemon.suites.base import CheckResult, CodeChecker, Suite, UnknownTask
 from daemon.suites.bfcl import CATEGORIES, BfclSuite
 from daemon.suites.bfcl_multi_turn import CATEGORIES as MULTI_TURN
@@ -50,7 +54,8 @@ __all__ = [
 
 _VALID = (
     "'bfcl:<categories>' (comma-separated, from: " + ", ".join(CATEGORIES) + "; or from: "
-    + ", ".join(MULTI_TURN) + "), 'humaneval' "
+    + ", ".join(MULTI_TURN) + "), 'humaneval', 'agentdojo:<suite>' or "
+    "'agentdojo:<suite>:injections' (suite: " + ", ".join(AGENTDOJO) + "), "
     "or 'file:PATH' (a .jsonl file of your own tasks, or a folder of them)"
 )  # fmt: skip
 _loaded: dict[tuple[str, Path], Suite] = {}
@@ -68,6 +73,11 @@ def parse_spec(spec: str) -> tuple[str, tuple[str, ...]]:
         if tail.strip():
             return "file", (tail.strip(),)
         raise ConfigError(f"suite '{spec}': no path after 'file:'; valid suites: {_VALID}")
+    if name == "agentdojo":
+        parts = tuple(tail.split(":"))
+        if parts[0] in AGENTDOJO and parts[1:] in ((), ("injections",)):
+            return "agentdojo", parts
+        raise ConfigError(f"suite '{spec}': not an AgentDojo suite; valid suites: {_VALID}")
     if name == "bfcl":
         categories = tuple(dict.fromkeys(c.strip() for c in tail.split(",") if c.strip()))
         multi = [c for c in categories if c in MULTI_TURN]
@@ -85,7 +95,8 @@ def _canonical(spec: str) -> tuple[str, tuple[str, ...]]:
     name, parts = parse_spec(spec)
     if name == "file":
         return f"file:{Path(parts[0]).expanduser().resolve()}", parts
-    return name + (":" + ",".join(parts) if parts else ""), parts
+    joiner = ":" if name == "agentdojo" else ","
+    return name + (":" + joiner.join(parts) if parts else ""), parts
 
 
 def _build(spec: str, cache_dir: Path) -> tuple[tuple[str, Path], Suite]:
@@ -95,6 +106,9 @@ def _build(spec: str, cache_dir: Path) -> tuple[tuple[str, Path], Suite]:
         return key, FileSuite.load(Path(canonical[len("file:") :]))
     if canonical == "humaneval":
         return key, HumanEvalSuite.load(cache_dir)
+    if canonical.startswith("agentdojo:"):
+        injections = parts[1:] == ("injections",)
+        return key, AgentDojoSuite.load(parts[0], cache_dir, injections=injections)
     if parts[0] in MULTI_TURN:
         return key, BfclMultiTurnSuite.load(parts, cache_dir)
     return key, BfclSuite.load(parts, cache_dir)
@@ -161,7 +175,14 @@ def check_suite(policy: Policy, cache_dir: Path) -> None:
     suite = members[0] if len(members) == 1 else MixedSuite(members[0], members[1])
     if isinstance(suite, MixedSuite):
         check_distinct(suite.dev, suite.heldout)
-    _splits(suite, p, p.split_seed or "only-the-sizes-are-checked-here")
+    seed = p.split_seed or "only-the-sizes-are-checked-here"
+    _splits(suite, p, seed)
+    if policy.gates.security.enabled:  # its injection split is split the same way
+        spec = policy.gates.security.injection_suite(p.name)
+        split(
+            load_suite(spec, cache_dir).task_ids(), seed=seed, dev_size=p.dev_size,
+            heldout_size=p.heldout_size, suite=f"suite '{spec}'",
+        )  # fmt: skip
     with _lock:
         _loaded.update(fresh)
 

@@ -1,16 +1,19 @@
-"""The worker's main loop: one episode per process, JSON lines on stdio.
+"""The worker's main loop: one episode (or one catalogue) per process, JSON lines on stdio.
 
 Started by :mod:`daemon.suites.envworker` as ``python -s -P -B -c <boot>``; the boot code loads
 this folder as the package ``harnessd_toolenv`` and calls :func:`main`. The protocol runs
 on a private copy of stdout, and stdout itself is pointed at stderr, so nothing the
 simulated APIs print can corrupt a reply. Requests (see ``wire``):
 
-* ``start`` ``{"kind": "bfcl", "memory_mb", "cpu_s", ...}``: set this process's limits,
-  then build the episode (``wheel``, ``sha256``, ``cache_dir``, ``category``, ``task``);
+* ``start`` ``{"kind": "bfcl"|"agentdojo", "memory_mb", "cpu_s", ...}``: set this process's
+  limits, then build the episode (``bfcl``: ``wheel``, ``sha256``, ``cache_dir``,
+  ``category``, ``task``; ``agentdojo``: the same paths, ``suite``, ``user_task``,
+  ``injection_task``, ``injections``);
 * ``call`` ``{"name", "arguments"}`` -> ``{"text"}``; ``record_timeout`` (a call the
   parent cut off, recorded with its error text and never run again); ``next_turn`` ->
   the next turn's ``{"messages", "tools"}`` or ``{"done": true}``; ``finish``
-  ``{"output"}`` -> ``{"passed", "detail", ...}``.
+  ``{"output"}`` -> ``{"passed", "detail", ...}``;
+* ``catalogue`` ``{"wheel", "sha256", "cache_dir", "suites"}`` (AgentDojo only).
 """
 
 from __future__ import annotations
@@ -59,7 +62,22 @@ def _start(args: dict[str, Any]) -> Episode:
             raise ValueError(f"no task {args['task']!r} in {args['category']}")
         task = tasks[0]
         return BfclEpisode(task, bfcl.api_classes(task.involved_classes), load_func_docs(bfcl.read))
+    if args["kind"] == "agentdojo":
+        from .agentdojo_run import AgentDojo, AgentDojoEpisode
+
+        dojo = AgentDojo(wheel, sha256, cache_dir)
+        return AgentDojoEpisode(
+            dojo, args["suite"], args["user_task"], args.get("injection_task"),
+            args.get("injections") or {},
+        )  # fmt: skip
     raise ValueError(f"unknown environment kind {args['kind']!r}")
+
+
+def _catalogue(args: dict[str, Any]) -> dict[str, Any]:
+    from .agentdojo_run import AgentDojo, catalogue
+
+    dojo = AgentDojo(*_paths(args))
+    return {name: catalogue(dojo, name) for name in args["suites"]}
 
 
 def _serve(out: BinaryIO, inp: BinaryIO) -> None:
@@ -77,6 +95,8 @@ def _serve(out: BinaryIO, inp: BinaryIO) -> None:
             if op == "start":
                 episode = _start(args)
                 value = "started"
+            elif op == "catalogue":
+                value = _catalogue(args)
             elif episode is None:
                 raise RuntimeError(f"{op!r} before 'start'")
             elif op == "call":
