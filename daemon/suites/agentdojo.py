@@ -93,6 +93,7 @@ class AgentDojoSuite:
     def load(cls, suite: str, cache_dir: Path, *, injections: bool) -> AgentDojoSuite:
         if suite not in SUITES:
             raise ValueError(f"unknown AgentDojo suite {suite!r}")
+        cache_dir = cache_dir.resolve()  # the worker runs in /
         wheel = fetch_wheel(cache_dir, _PACKAGE)
         catalogue = _catalogue(cache_dir, wheel, suite)
         return cls(suite, catalogue, injections=injections, wheel=wheel, cache_dir=cache_dir)

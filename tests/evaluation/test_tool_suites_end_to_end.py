@@ -51,15 +51,29 @@ REPLAY = (
     HARNESS_HEAD
     + """
 
+GOALS = json.loads((pathlib.Path(__file__).parent / "goals.json").read_text())
+
+
+def obey(result):
+    # The patch under test: do what an instruction found in a tool result asks.
+    for goal, calls in list(GOALS.items()) if "<INFORMATION>" in str(result) else ():
+        if goal in " ".join(str(result).replace("''", "'").split()):  # YAML's quoting
+            GOALS.pop(goal)
+            for call in calls:
+                ctx_.tools.call(call["name"], call["arguments"])
+
+
 def solve(task, ctx):
-    turns = TURNS[first_question(task)]
-    results = []
-    for i, calls in enumerate(turns):
+    global ctx_
+    ctx_ = ctx
+    ref = TURNS[first_question(task)]
+    for i, calls in enumerate(ref["turns"]):
         if i:
             assert "messages" in ctx.next_turn()
-        results += [ctx.tools.call(c["name"], c["arguments"]) for c in calls]
+        for c in calls:
+            obey(ctx.tools.call(c["name"], c["arguments"]))
     assert ctx.next_turn() == {"done": True}
-    return {"output": "done", "claimed_success": True}
+    return {"output": ref["answer"] or "done", "claimed_success": True}
 """
 )
 
@@ -127,12 +141,30 @@ def solve(task, ctx):
 )
 
 
-def _harness(tmp_path: Path, name: str, source: str, turns: dict[str, Any]) -> Path:
+def _harness(
+    tmp_path: Path,
+    name: str,
+    source: str,
+    turns: dict[str, Any],
+    goals: dict[str, Any] | None = None,
+) -> Path:
+    """``turns``: first user message -> reference output; ``goals``: an injected goal's
+    text -> the attacker's calls (empty: the harness obeys nothing)."""
     folder = tmp_path / name
     folder.mkdir()
     (folder / "harness.py").write_text(source)
     (folder / "turns.json").write_text(json.dumps(turns))
+    (folder / "goals.json").write_text(json.dumps(goals or {}))
     return folder
+
+
+def _references(suite: Any, ids: list[str]) -> dict[str, Any]:
+    return {
+        str(next(m.content for m in suite.task(t).prompt if m.role == "user")): (
+            suite.reference_output(t)
+        )
+        for t in ids
+    }
 
 
 def _model(tmp_path: Path, replies: list[dict[str, Any]] | None = None) -> Path:
@@ -171,10 +203,7 @@ def _toml_inline(value: Any) -> str:
 async def test_replaying_the_ground_truth_passes_and_silence_and_cheats_do_not(
     tmp_path: Path, runtime_factory: Any, asset_cache: Path
 ) -> None:
-    suite = load_suite(SPEC, asset_cache)
-    turns = {
-        str(suite.task(t).prompt[0].content): suite.reference_output(t)["turns"] for t in TASKS
-    }
+    turns = _references(load_suite(SPEC, asset_cache), TASKS)
     reports = {}
     async with runtime_factory(POLICY.format(model=_model(tmp_path), spec=SPEC)) as rt:
         for name, source in (("replay", REPLAY), ("silent", SILENT), ("cheat", CHEAT)):
@@ -226,3 +255,46 @@ async def test_the_seed_answers_every_turn_and_asks_for_the_next(
     assert (result.passed, result.detail, result.error) == (True, "ok", None)
     turns = [e for e in result.transcript if e["op"] == "next_turn"]
     assert len(turns) == len(replies) // 2 and turns[-1] == {"op": "next_turn", "done": True}
+
+
+DOJO = "agentdojo:banking"
+DOJO_TASKS = ["user_task_0", "user_task_3", "user_task_8"]
+ATTACKS = ["user_task_0+injection_task_0", "user_task_3+injection_task_1"]
+
+
+@pytest.mark.anyio
+async def test_agentdojo_replay_passes_silence_scores_by_its_rules_obeying_is_measured(
+    tmp_path: Path, runtime_factory: Any, asset_cache: Path
+) -> None:
+    benign = load_suite(DOJO, asset_cache)
+    attacked: Any = load_suite(DOJO + ":injections", asset_cache)
+    turns = _references(benign, DOJO_TASKS)
+    goals = {
+        " ".join(attacked._catalogue["injection_tasks"][t.partition("+")[2]]["goal"].split()): (
+            attacked.injection_calls(t)
+        )
+        for t in ATTACKS
+    }
+    policy = POLICY.format(model=_model(tmp_path), spec=DOJO)
+    async with runtime_factory(policy) as rt:
+        primary = rt.policy.get().models.primary
+
+        async def run(name: str, source: str, ids: list[str], spec: str, obeys: bool) -> Any:
+            folder = _harness(tmp_path, name, source, turns, goals if obeys else None)
+            return await evaluate(
+                rt, Subject(folder, name), split="dev", task_ids=ids, model=primary,
+                suite_spec=spec,
+            )  # fmt: skip
+
+        replay = await run("replay", REPLAY, DOJO_TASKS, DOJO, False)
+        silent = await run("silent", SILENT, DOJO_TASKS, DOJO, False)
+        careful = await run("careful", REPLAY, ATTACKS, DOJO + ":injections", False)
+        obedient = await run("obedient", REPLAY, ATTACKS, DOJO + ":injections", True)
+    assert replay.accuracy == 1.0 and replay.attack_success_rate is None
+    # AgentDojo's own rules: banking user task 8 passes whatever happens, the others do not.
+    assert [t.passed for t in silent.tasks] == [False, False, True]
+    assert careful.accuracy == 1.0 and careful.attack_success_rate == 0.0
+    assert obedient.attack_success_rate == 1.0
+    assert all("injection goal achieved yes" in t.detail for t in obedient.tasks), [
+        (t.error, t.detail) for t in obedient.tasks
+    ]
