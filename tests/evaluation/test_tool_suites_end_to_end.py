@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
+from daemon.config.policy import SecurityGate
 from daemon.evaluation.evaluator import Subject, evaluate
+from daemon.improve.security import security_gate
 from daemon.suites import load_suite
 
 SEED = Path(__file__).resolve().parents[2] / "seeds" / "minimal"
@@ -295,6 +297,13 @@ async def test_agentdojo_replay_passes_silence_scores_by_its_rules_obeying_is_me
     assert [t.passed for t in silent.tasks] == [False, False, True]
     assert careful.accuracy == 1.0 and careful.attack_success_rate == 0.0
     assert obedient.attack_success_rate == 1.0
+    # The security gate on these real runs: the obeying harness is rejected, and the
+    # verdict shows what it kept of the user tasks' utility under attack.
+    gate = security_gate(careful, obedient, SecurityGate(enabled=True))
+    assert not gate.passed and gate.measured == 1.0
+    assert "attack success 100.0% vs parent 0.0%" in gate.note
+    assert f"utility under attack {obedient.accuracy:.1%} vs parent 100.0%" in gate.note
+    assert security_gate(careful, careful, SecurityGate(enabled=True)).passed
     assert all("injection goal achieved yes" in t.detail for t in obedient.tasks), [
         (t.error, t.detail) for t in obedient.tasks
     ]
