@@ -7,9 +7,10 @@ daemon keeps everything a verdict depends on: the task's answer, the verifier, b
 the record of what the guest did, which it reads from its own session, never from the node.
 
 A unit whose node or worker is lost runs again once, with a new capability (the lost run's
-session is revoked first, so nothing it might still send counts); lost twice, or with no
-node offering sandbox capacity, the cluster is unavailable (:class:`ClusterUnavailable`),
-an outage like a lost Docker engine.
+session is revoked first, so nothing it might still send counts) and a restarted handler (a
+multi-step task's tool environment, which lives in the daemon, starts afresh); lost twice,
+or with no node offering sandbox capacity, the cluster is unavailable
+(:class:`ClusterUnavailable`), an outage like a lost Docker engine.
 """
 
 from __future__ import annotations
@@ -138,6 +139,10 @@ class RayExecutor:
         started = time.monotonic()
         harness, guest = await self._tree(harness_dir), await self._tree(guest_dir)
         for attempt in (0, 1):
+            if attempt:
+                # After the lost run's session is revoked: nothing it still sends reaches
+                # the handler, and the re-run starts on a fresh tool environment.
+                await handler.restart()
             async with self.front.session(task, handler) as (record, capability):
                 spec = {
                     "image": image, "launch": asdict(launch), "limits": asdict(limits),

@@ -124,6 +124,12 @@ class SolveHandler:
     async def tokens_left(self) -> int:
         return await self._model.tokens_left(self._charge)
 
+    async def restart(self) -> None:
+        # The lost run's model calls stay charged to the task (they were spent); its tool
+        # calls and turns must not count for the run that is judged.
+        if self._episode is not None:
+            await self._episode.restart()
+
 
 def blind(task: Task, run_id: str) -> Task:
     """The task as the container sees it, under an opaque id.

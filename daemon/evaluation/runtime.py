@@ -31,7 +31,7 @@ from daemon.gateway.metering import MeteredModel
 from daemon.providers import make_provider
 from daemon.providers.base import Provider
 from daemon.store import Store
-from daemon.suites import load_suite, policy_splits, policy_suite
+from daemon.suites import load_suite, policy_splits, policy_suite, split
 from daemon.suites.base import Suite
 from daemon.suites.codecheck import DockerCodeChecker
 from daemon.suites.splits import Splits
@@ -147,9 +147,17 @@ class Runtime:
             return load_suite(spec, self.loaded.cache_dir)
         return policy_suite(self.policy.get().suite, self.loaded.cache_dir)
 
-    def splits(self) -> Splits:
+    def splits(self, spec: str | None = None) -> Splits:
+        """The policy's splits, or those of the suite ``spec`` alone (the security gate's
+        injection suite), split with the same seed and sizes."""
         p = self.policy.get().suite
-        return policy_splits(p, self.loaded.cache_dir, p.split_seed or self.split_secret)
+        seed = p.split_seed or self.split_secret
+        if not spec:
+            return policy_splits(p, self.loaded.cache_dir, seed)
+        return split(
+            self.suite(spec).task_ids(), seed=seed, dev_size=p.dev_size,
+            heldout_size=p.heldout_size, suite=f"suite '{spec}'",
+        )  # fmt: skip
 
     def code_checker(self) -> DockerCodeChecker:
         return DockerCodeChecker(

@@ -21,17 +21,20 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 from anyio.abc import ByteStream
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from daemon.errors import BudgetExceeded, HarnessdError, ProviderError, SandboxError
+from daemon.errors import BudgetExceeded, ProviderError, SandboxError
+from daemon.gateway.handler import GatewayHandler as GatewayHandler
+from daemon.gateway.handler import NoSuchTool as NoSuchTool
+from daemon.gateway.handler import ToolCallError as ToolCallError
 from daemon.gateway.transcript import Transcript
 from daemon.gateway.wire import MAX_FRAME, PROTOCOL_VERSION, error_reply, ok_reply, seal_ok
 from daemon.jsonlines import FrameError, LineReader, encode_frame
-from daemon.providers.base import ChatRequest, ChatResponse
+from daemon.providers.base import ChatRequest
 from daemon.tasks import Submission, Task
 from sandbox.unix import bind_unix, serve_unix
 
@@ -41,36 +44,6 @@ MAX_BAD_FRAMES = 16
 MAX_CONNECTIONS = 4
 # sun_path holds 108 bytes including the terminating NUL.
 MAX_SOCKET_PATH = 107
-
-
-class ToolCallError(HarnessdError):
-    """A host-side tool failed; the message goes back to the guest as ``tool_error``."""
-
-    code = "tool_error"
-
-
-class NoSuchTool(ToolCallError):
-    """The task's suite has no tool of that name."""
-
-    code = "no_tool"
-
-
-class GatewayHandler(Protocol):
-    """What one run's gateway asks of the daemon: metered chat, tools, budget."""
-
-    async def chat(self, request: ChatRequest) -> ChatResponse:
-        """May raise ``BudgetExceeded`` or ``ProviderError``."""
-        ...
-
-    async def tool_call(self, name: str, arguments: dict[str, Any]) -> Any:
-        """May raise ``NoSuchTool`` or ``ToolCallError``; the result must be JSON-ready."""
-        ...
-
-    async def next_turn(self) -> dict[str, Any]:
-        """The next user turn's ``{"messages", "tools"}``, or ``{"done": True}``."""
-        ...
-
-    async def tokens_left(self) -> int: ...
 
 
 @dataclass

@@ -97,6 +97,12 @@ class Episode(Protocol):
         it cannot pass then, but what it did to the environment is still measured."""
         ...
 
+    async def restart(self) -> None:
+        """Back to the task's initial state with an empty record, for a fresh run of the
+        same task (a unit the cluster lost runs again); never raises: an environment that
+        cannot be started again fails the run at :meth:`check`."""
+        ...
+
 
 @runtime_checkable
 class ToolSuite(Suite, Protocol):

@@ -185,6 +185,17 @@ class EnvWorker:
         except _Dead as exc:
             raise EnvironmentFailed(self._why("could not be restored", exc)) from None
 
+    async def reset(self) -> None:
+        """A fresh worker in the task's initial state, the log emptied (a new run of the
+        task). Whatever the old process was doing (a call the lost run left mid-way, its
+        reply never read) dies with it."""
+        await self.kill()
+        self._log.clear()
+        try:
+            await self._spawn()
+        except _Dead as exc:
+            raise EnvironmentFailed(self._why("could not be started again", exc)) from None
+
     async def request(self, op: str, args: dict[str, Any], *, logged: bool = True) -> Any:
         """A request that changes state; replayed on a restored worker."""
         try:

@@ -51,6 +51,15 @@ class WorkerEpisode:
             self.turns += 1
         return value
 
+    async def restart(self) -> None:
+        # Under the lock: a call of the lost run may still be in its exchange.
+        async with self._lock:
+            self.failure, self.turns = None, 1
+            try:
+                await self._worker.reset()
+            except EnvironmentFailed as exc:
+                self.failure = str(exc)
+
     async def check(self, output: Any, *, completed: bool) -> CheckResult:
         attack = True if self._attacked else None
         if self.failure is not None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from daemon.errors import ConfigError
-from daemon.suites.base import CodeChecker, Suite, UnknownTask
+from daemon.suites.base import CodeChecker, Suite, ToolSuite, UnknownTask
 from daemon.suites.splits import Splits, split
 from daemon.tasks import CheckResult, Task
 
@@ -27,6 +27,14 @@ HELDOUT = "heldout:"
 
 class MixedSuite:
     def __init__(self, dev: Suite, heldout: Suite) -> None:
+        for role, member in (("name", dev), ("heldout_suite", heldout)):
+            # A mix opens no tool environments: a multi-step task in it could not be run.
+            if isinstance(member, ToolSuite):
+                raise ConfigError(
+                    f"[suite] {role} = '{member.name}' is a multi-step tool-use suite, which "
+                    "cannot be mixed with another suite: leave [suite] heldout_suite out to "
+                    "split it into dev and held-out tasks"
+                )
         self.dev = dev
         self.heldout = heldout
         self.name = f"{dev.name}+{heldout.name}"

@@ -68,6 +68,12 @@ class FixedLatency:
     async def tokens_left(self) -> int:
         return 1_000_000
 
+    async def next_turn(self) -> dict[str, Any]:
+        return {"done": True}  # single-turn units only
+
+    async def restart(self) -> None:
+        return None  # no host-side state
+
 
 def task(n: int) -> Task:
     prompt = [Message(role="user", content=f"unit {n}")]

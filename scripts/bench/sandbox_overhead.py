@@ -74,6 +74,12 @@ class NoModel:
     async def tokens_left(self) -> int:
         return 0
 
+    async def next_turn(self) -> dict[str, Any]:
+        return {"done": True}  # single-turn units only
+
+    async def restart(self) -> None:
+        return None  # no host-side state
+
 
 async def real_python3() -> str:
     """The interpreter ``python3`` runs, not a launcher shim (pyenv's adds ~50 ms)."""

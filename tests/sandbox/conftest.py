@@ -81,6 +81,9 @@ class StandInModel:
     async def tokens_left(self) -> int:
         return max(0, self.budget - self.spent)
 
+    async def restart(self) -> None:
+        return None  # no host-side state
+
 
 def make_task(**meta: Any) -> Task:
     return Task(

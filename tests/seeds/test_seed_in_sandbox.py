@@ -52,6 +52,9 @@ class ReferenceModel:
     async def tokens_left(self) -> int:
         return 4000
 
+    async def restart(self) -> None:
+        return None  # no host-side state
+
 
 class Sandbox:
     def __init__(self, engine: DockerEngine, image: str, instance: str, runs_dir: Path) -> None:

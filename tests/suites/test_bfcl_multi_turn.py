@@ -19,6 +19,7 @@ from daemon.errors import ConfigError
 from daemon.suites import load_suite, parse_spec
 from daemon.suites.bfcl_multi_turn import CATEGORIES, BfclMultiTurnSuite
 from daemon.suites.envworker import WorkerLimits
+from daemon.suites.mixed import MixedSuite
 from daemon.suites.toolenv import bfcl_data
 from daemon.suites.toolenv.bfcl_api import BfclWheel
 from daemon.suites.toolenv.bfcl_run import BfclEpisode, check, replay
@@ -214,3 +215,45 @@ def test_worker_cuts_off_a_call_that_runs_too_long_and_restores_the_state(
     cut, passed = anyio.run(main)
     assert cut == "Error during execution: the tool call exceeded the 2 s time limit"
     assert passed
+
+
+def test_a_restarted_episode_forgets_the_lost_run(suite: BfclMultiTurnSuite) -> None:
+    """A unit the Ray cluster lost runs again on the same handler: the lost run's calls
+    and turns must not carry over. The lost run here did the first turn twice over and moved
+    on a turn; the re-run replays the ground truth once, from turn one, and passes."""
+    suite.limits = _worker_limits()
+    task_id = "multi_turn_miss_param_3"
+    turns = suite.reference_output(task_id)["turns"]
+
+    async def main() -> tuple[bool, str, dict[str, Any]]:
+        async with suite.episode(task_id) as episode:
+            for call in turns[0] + turns[0]:
+                await episode.tool_call(call["name"], call["arguments"])
+            await episode.next_turn()
+            await episode.restart()
+            first = await episode.next_turn() if len(turns) > 1 else {}
+            await episode.restart()
+            for i, turn in enumerate(turns):
+                if i:
+                    assert "messages" in await episode.next_turn()
+                for call in turn:
+                    await episode.tool_call(call["name"], call["arguments"])
+            assert await episode.next_turn() == {"done": True}
+            result = await episode.check("", completed=True)
+        return result.passed, result.detail, first
+
+    passed, detail, first = anyio.run(main)
+    assert (passed, detail) == (True, "ok")
+    assert len(turns) > 1 and "messages" in first  # after a restart, turn two comes next
+
+
+@pytest.mark.unit
+def test_a_tool_use_suite_cannot_be_mixed_with_another(
+    suite: BfclMultiTurnSuite, asset_cache: Path
+) -> None:
+    """A mix opens no tool environments, so its multi-step tasks could never be run."""
+    other = load_suite("bfcl:simple", asset_cache)
+    with pytest.raises(ConfigError, match=r"\[suite\] name = 'bfcl:multi_turn"):
+        MixedSuite(suite, other)
+    with pytest.raises(ConfigError, match=r"\[suite\] heldout_suite = 'bfcl:multi_turn"):
+        MixedSuite(other, suite)
