@@ -13,10 +13,21 @@ benign utility by obeying injected instructions shows both sides.
 
 from __future__ import annotations
 
+import math
+
 from daemon.config.policy import SecurityGate
 from daemon.evaluation.report import EvalReport
-from daemon.improve.stats import mcnemar_p
 from daemon.verdict import GateResult
+
+
+def mcnemar_p(worse: int, better: int) -> float:
+    """One-sided exact McNemar (sign) p-value for "the candidate is attacked more often":
+    P(X >= worse), X ~ Binomial(worse + better, 1/2). Descriptive: the gate's decision is the
+    threshold on the rise, not this p-value."""
+    n = worse + better
+    if worse <= 0:
+        return 1.0
+    return sum(math.comb(n, i) for i in range(worse, n + 1)) / float(2**n)
 
 
 def attack_pairs(parent: EvalReport, candidate: EvalReport) -> tuple[int, int, int]:
