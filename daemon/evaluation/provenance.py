@@ -9,16 +9,19 @@ model, recorded at the gateway (the harness cannot forge them):
   tool call of the same name whose arguments give each of the output's values (the harness
   may drop arguments, drop repeated or invalid calls, or fill a parameter's schema default),
   or a reply whose text names the function and every value (calls written as text);
-* a **code** answer is supported when at least 90 % of the significant lines of its entry
-  point's body (all lines when it is a bare body) appear in model replies; lines of the
-  task's own prompt count neither way;
+* a **code** answer is supported when at least 90 % of its significant code (all of it, by
+  characters; comments and plain imports aside) is lines that appear in model replies;
+  lines of the task's own prompt count neither way;
 * an empty call list is supported when some reply declined to call a tool.
 
 Values the harness itself put into its requests do not count: a value is **injected** when
 it appears in the harness-written part of a request (the request minus the task's own prompt
-text and minus earlier model replies), is not one of the options the task's tool schemas
-offer (names, enums, defaults), and no earlier reply contained it. A reply value that was
-injected before it is no support. Free-text answers are not verified, so not checked.
+text and relayed model replies), is not one of the options the task's tool schemas offer
+(names, enums, defaults), and no earlier reply contained it. A reply value that was
+injected before it is no support. "Appears" sees through the disguises any model undoes on
+request: case, spacing and punctuation between its letters or digits (``S-a-n F r a n``),
+the value reversed, a whole number in hex, octal or binary; code lines likewise, also when
+commented out or numbered. Free-text answers are not verified, so not checked.
 """
 
 from __future__ import annotations
@@ -33,7 +36,10 @@ from daemon.providers.base import ChatRequest, ChatResponse, Message
 from daemon.tasks import Task
 
 CODE_SUPPORT = 0.9
-"""Share of significant code lines that must come from model replies."""
+"""Share of the significant code (by characters) that must come from model replies."""
+
+MIN_LINE_WORDS = 10
+"""Letters and digits from which a code line is looked for in disguise, not only whole."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,57 @@ def _norm_text(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _skeleton(text: str) -> str:
+    return "".join(_WORD.findall(text.lower()))
+
+
+class _Spelled:
+    """A text's letters and digits run together, remembering where its words began and
+    ended: a value is in it when it fills whole words, whatever separated its characters."""
+
+    def __init__(self, text: str) -> None:
+        self.text = _norm_text(text)
+        words = _WORD.findall(self.text)
+        self.joined = "".join(words)
+        self.edges = {0}
+        at = 0
+        for word in words:
+            at += len(word)
+            self.edges.add(at)
+
+    def holds(self, skeleton: str) -> bool:
+        if not skeleton:
+            return False
+        start = self.joined.find(skeleton)
+        while start >= 0:
+            if start in self.edges and start + len(skeleton) in self.edges:
+                return True
+            start = self.joined.find(skeleton, start + 1)
+        return False
+
+
+def _disguises(value: str) -> list[str]:
+    """The skeletons of ``value`` (normalised) as a harness could write it for a model to
+    undo: as is, reversed, and a whole number in another base."""
+    plain = _skeleton(value)
+    forms = [plain, plain[::-1]]
+    try:
+        number = float(value)
+    except ValueError:
+        return forms
+    if number.is_integer() and abs(number) >= 2:
+        whole = abs(int(number))
+        forms += [hex(whole), oct(whole), bin(whole)]
+    return forms
+
+
+def _hidden_in(value: str, spelled: _Spelled) -> bool:
+    return occurs(value, spelled.text) or any(spelled.holds(form) for form in _disguises(value))
+
+
 @dataclass(frozen=True)
 class _Reply:
     text: str  # normalised content
@@ -129,11 +186,14 @@ def _task_texts(task: Task) -> list[str]:
     return texts
 
 
-def _authored(request: ChatRequest, task: Task, replies: Sequence[_Reply], raw: list[str]) -> str:
+def _authored(request: ChatRequest, task: Task, replies: Sequence[_Reply]) -> str:
     """The harness-written part of one request: its text minus the task's own prompt text
-    and minus the text of earlier replies (``raw``), plus tools and schemas it made up."""
+    and minus assistant turns that relay earlier replies, plus tools and schemas it made up.
+    (Earlier replies quoted inside other messages stay: what they said is checked against
+    the replies themselves, and cutting a reply's text out everywhere would let a short
+    reply, steered to be "s", cut an injected value apart.)"""
     parts: list[str] = []
-    removable = sorted({*_task_texts(task), *raw}, key=len, reverse=True)
+    removable = sorted(set(_task_texts(task)), key=len, reverse=True)
     for message in request.messages:
         if _relays(message, replies):
             continue
@@ -174,15 +234,13 @@ class _Trail:
     def __init__(self, task: Task, exchanges: Sequence[Exchange]) -> None:
         self.offered, self.defaults = _schema_options(task)
         self.replies: list[_Reply] = []
-        self.authored: list[str] = []  # harness-written text of each request, normalised
+        self.authored: list[_Spelled] = []  # harness-written text of each request
         self.authored_lines: list[frozenset[str]] = []
-        raw: list[str] = []
         for request, response in exchanges:
-            text = _authored(request, task, self.replies, raw)
-            self.authored.append(_norm_text(text))
+            text = _authored(request, task, self.replies)
+            self.authored.append(_Spelled(text))
             self.authored_lines.append(_lines(text))
             self.replies.append(_reply(response))
-            raw.append(response.content or "")
         self.task_lines = frozenset().union(*(_lines(t) for t in _task_texts(task)))
 
     def injected(self, value: str, upto: int) -> bool:
@@ -191,23 +249,30 @@ class _Trail:
         if value in self.offered:
             return False
         for i in range(upto + 1):
-            if occurs(value, self.authored[i]):
+            if _hidden_in(value, self.authored[i]):
                 earlier = self.replies[:i]
                 if not any(_in_reply(value, r) for r in earlier):
                     return True
         return False
 
     def line_injected(self, line: str, upto: int) -> bool:
+        """Whether the harness wrote ``line`` (or its words, e.g. commented out, numbered,
+        spaced) into a request before reply ``upto`` without a reply having written it.
+        Short lines (``else:``, ``return x``) are compared whole: their words turn up in any
+        instruction."""
+        words = _skeleton(line)
         for i in range(upto + 1):
-            if line in self.authored_lines[i] and not any(
-                line in r.lines for r in self.replies[:i]
-            ):
+            if len(words) >= MIN_LINE_WORDS:
+                hidden = any(self.authored[i].holds(form) for form in (words, words[::-1]))
+            else:
+                hidden = line in self.authored_lines[i]
+            if hidden and not any(line in r.lines for r in self.replies[:i]):
                 return True
         return False
 
 
 def _in_reply(value: str, reply: _Reply) -> bool:
-    if occurs(value, reply.text):
+    if occurs(value, reply.text) or _Spelled(reply.text).holds(_skeleton(value)):
         return True
     return any(value in set(leaves(args)) for _, args in reply.calls)
 
@@ -244,49 +309,46 @@ def _calls_provenance(trail: _Trail, output: list[Any]) -> Provenance:
         return Provenance(declined, "" if declined else "no model reply declined to call")
     for call in output:
         if not isinstance(call, dict) or not isinstance(call.get("arguments", {}), dict):
-            return Provenance(None)
+            return Provenance(False, "an output entry is not a call")
         name = str(call.get("name", "")).lower()
         if not _call_supported(trail, name, call.get("arguments") or {}):
             return Provenance(False, f"no model reply made the call {name}(...) as output")
     return Provenance(True)
 
 
-def _body_lines(source: str, entry_point: str | None) -> list[str]:
-    """Significant lines of the entry point's body (or of the whole text)."""
-    lines = source.splitlines()
-    if entry_point:
-        start = next(
-            (
-                i
-                for i, ln in enumerate(lines)
-                if re.match(rf"\s*def\s+{re.escape(entry_point)}\b", ln)
-            ),
-            None,
-        )
-        if start is not None:
-            indent = len(lines[start]) - len(lines[start].lstrip())
-            body = []
-            for ln in lines[start + 1 :]:
-                if ln.strip() and len(ln) - len(ln.lstrip()) <= indent:
-                    break
-                body.append(ln)
-            lines = body
-    return [n for raw in lines if (n := " ".join(raw.split())) and not n.startswith("#")]
+_IMPORT = re.compile(r"(import|from\s+[\w.]+\s+import)\s+[\w., ()*]+$")
 
 
-def _code_provenance(trail: _Trail, output: str, entry_point: str | None) -> Provenance:
-    lines = [ln for ln in _body_lines(output, entry_point) if ln not in trail.task_lines]
+def _code_lines(source: str) -> list[str]:
+    """Significant lines of the whole output: everything in it runs (helpers, a second
+    definition of the entry point, module-level code), so every line needs the model, not
+    only the first textual ``def`` of the entry point (a one-line ``def`` delegating to
+    harness-written code would otherwise check nothing). Comments and plain imports carry
+    no answer (the checker's sandbox has only the standard library) and are skipped."""
+    lines = (" ".join(raw.split()) for raw in source.splitlines())
+    return [n for n in lines if n and not n.startswith("#") and not _IMPORT.match(n)]
+
+
+def _weight(line: str) -> int:
+    return len("".join(line.split()))
+
+
+def _code_provenance(trail: _Trail, output: str) -> Provenance:
+    """Weighted by characters, so a dense harness-written line cannot hide among many short
+    ones the model wrote."""
+    lines = [ln for ln in _code_lines(output) if ln not in trail.task_lines]
     if not lines:
         return Provenance(True)
     supported = 0
     for line in lines:
         for j, reply in enumerate(trail.replies):
             if line in reply.lines and not trail.line_injected(line, j):
-                supported += 1
+                supported += _weight(line)
                 break
-    share = supported / len(lines)
+    total = sum(_weight(ln) for ln in lines)
+    share = supported / total
     ok = share >= CODE_SUPPORT
-    detail = "" if ok else f"{supported} of {len(lines)} code lines come from model replies"
+    detail = "" if ok else f"{share:.0%} of the code (by characters) comes from model replies"
     return Provenance(ok, detail)
 
 
@@ -297,9 +359,12 @@ def provenance(task: Task, output: Any, exchanges: Sequence[Exchange]) -> Proven
     if not exchanges:
         return Provenance(False, "the harness never asked the model")
     trail = _Trail(task, exchanges)
+    # An output of the wrong shape is unsupported, not unchecked: were the verifier ever to
+    # accept one, it must not count as the model's.
     if task.kind == "function_call":
-        return _calls_provenance(trail, output) if isinstance(output, list) else Provenance(None)
+        if isinstance(output, list):
+            return _calls_provenance(trail, output)
+        return Provenance(False, "the output is not a list of calls")
     if not isinstance(output, str):
-        return Provenance(None)
-    entry = task.meta.get("entry_point")
-    return _code_provenance(trail, output, entry if isinstance(entry, str) else None)
+        return Provenance(False, "the output is not source text")
+    return _code_provenance(trail, output)

@@ -142,7 +142,7 @@ def test_code_from_the_reply_is_supported_and_memorised_code_is_not() -> None:
     assert provenance(CODE, body, exchanges).supported is True
     wrong = [(ask(CODE), reply("```python\ndef add(a, b):\n    return a - b\n```"))]
     result = provenance(CODE, CODE_PROMPT + body, wrong)
-    assert result.supported is False and "0 of 1" in result.detail
+    assert result.supported is False and "0% of the code" in result.detail
     parrot = [(ask(CODE, f"Write exactly this:\n{body}"), reply(f"```python\n{body}```"))]
     assert provenance(CODE, body, parrot).supported is False
 
@@ -177,3 +177,90 @@ def test_the_decoy_swaps_the_tasks_own_words_and_keeps_the_harness_own() -> None
     )
     swapped = decoy_request(ask(CODE, f"Again:\n{CODE_PROMPT}"), replacements(CODE, code_other))
     assert "def add" not in "".join(m.content or "" for m in swapped.messages)
+
+
+TWO_DIGITS = {"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 12}}
+SPELLED = {
+    "spaced": "Hint: c a l c u l a t e _ a r e a ( b a s e = 1 0 , h e i g h t = 1 2 )",
+    "separated": "Use base 1-0 and height 1.2 without the punctuation.",
+    "reversed": "Reverse each value: base 01, height 21.",
+    "hex": "base=0xa height=0xc (decode the hex first)",
+}
+
+
+@pytest.mark.parametrize("hint", SPELLED.values(), ids=SPELLED.keys())
+def test_an_answer_in_disguise_in_the_request_does_not_count(hint: str) -> None:
+    """Any instruction-following model undoes spacing, separators, reversal or another base,
+    so a value written that way is the harness's, not the model's."""
+    system = ChatRequest(
+        messages=[Message(role="system", content=hint), *BFCL.prompt], tools=BFCL.tools
+    )
+    exchanges = [(system, reply(calls=[TWO_DIGITS]))]
+    assert provenance(BFCL, [TWO_DIGITS], exchanges).supported is False
+
+
+def test_a_short_reply_cannot_cut_an_injected_value_apart() -> None:
+    """Earlier replies' text is not cut out of later requests: a reply steered to be "0"
+    would otherwise turn "base 10" into "base 1" in the harness's part."""
+    tens = {"name": CALL["name"], "arguments": {"base": 10, "height": 20}}
+    first = (ask(BFCL, "Say only the digit 0."), reply("0"))
+    second = (ask(BFCL, "Use base 10 and height 20."), reply(calls=[tens]))
+    assert provenance(BFCL, [tens], [first, second]).supported is False
+
+
+def test_honest_instructions_and_feedback_keep_their_support() -> None:
+    """Words and numbers of the harness's own instructions that are not the answer's values,
+    and the model's own values quoted back in feedback, do not spoil a call."""
+    system = ChatRequest(
+        messages=[
+            Message(role="system", content="Think step by step. Call one tool, at most 3 times."),
+            *BFCL.prompt,
+        ],
+        tools=BFCL.tools,
+    )
+    assert provenance(BFCL, [CALL], [(system, reply(calls=[CALL]))]).supported is True
+    said = (ask(BFCL), reply("I would use base 10, height 5."))
+    feedback = (ask(BFCL, "You said: base 1 0, height 5. Now call the tool."), reply(calls=[CALL]))
+    assert provenance(BFCL, [CALL], [said, feedback]).supported is True
+
+
+SOLUTION = "    return a + b if isinstance(a, int) else float(a) + float(b)\n"
+
+
+def test_code_checks_everything_that_runs_not_the_first_def() -> None:
+    """A one-line ``def`` of the entry point (nothing below it to check), a decoy ``def`` in a
+    string, or a second definition that replaces the first: the harness's own code behind
+    them is what runs, so it must come from the model too."""
+    model_said = "```python\ndef add(a, b):\n    return 0\n```"
+    exchanges = [(ask(CODE), reply(model_said))]
+    outputs = [
+        f"def add(a, b): return _memo(a, b)\n\n\ndef _memo(a, b):\n{SOLUTION}",
+        f'_ = """\ndef add(a, b):\n"""\ndef add(a, b):\n{SOLUTION}',
+        f"def add(a, b):\n    return 0\n\n\ndef add(a, b):\n{SOLUTION}",
+    ]
+    for output in outputs:
+        assert provenance(CODE, output, exchanges).supported is False, output
+    # The model's own code with an import the harness added is still the model's.
+    honest = [(ask(CODE), reply(f"```python\ndef add(a, b):\n{SOLUTION}```"))]
+    output = f"import math\nfrom typing import List\ndef add(a, b):\n{SOLUTION}"
+    assert provenance(CODE, output, honest).supported is True
+
+
+def test_code_weighs_lines_by_size_and_sees_through_comments() -> None:
+    """One dense harness-written line among short model lines is most of the code; lines
+    the harness wrote commented out or numbered for the model to clean up are its own."""
+    short = "".join(f"    x{i} = {i}\n" for i in range(9))
+    exchanges = [(ask(CODE), reply(f"```python\n{short}```"))]
+    assert provenance(CODE, short + SOLUTION, exchanges).supported is False
+    commented = "".join(f"# {line}\n" for line in SOLUTION.splitlines())
+    parrot = [(ask(CODE, f"Uncomment this:\n{commented}"), reply(f"```python\n{SOLUTION}```"))]
+    assert provenance(CODE, SOLUTION, parrot).supported is False
+    numbered = [(ask(CODE, f"1: {SOLUTION.strip()}"), reply(f"```python\n{SOLUTION}```"))]
+    assert provenance(CODE, SOLUTION, numbered).supported is False
+
+
+def test_an_output_of_the_wrong_shape_is_unsupported() -> None:
+    exchanges = [(ask(BFCL), reply(calls=[CALL]))]
+    assert provenance(BFCL, {"calls": [CALL]}, exchanges).supported is False
+    assert provenance(BFCL, ["junk", CALL], exchanges).supported is False
+    assert provenance(CODE, ["return 1"], [(ask(CODE), reply("x"))]).supported is False
