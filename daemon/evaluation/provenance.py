@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from daemon.evaluation.disguise import Spelled, disguises, norm_text, skeleton
 from daemon.providers.base import ChatRequest, ChatResponse, Message
 from daemon.tasks import Task
 
@@ -97,59 +98,8 @@ def occurs(needle: str, text: str) -> bool:
     return re.search(pattern, text) is not None
 
 
-def _norm_text(text: str) -> str:
-    return " ".join(text.lower().split())
-
-
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-def _skeleton(text: str) -> str:
-    return "".join(_WORD.findall(text.lower()))
-
-
-class _Spelled:
-    """A text's letters and digits run together, remembering where its words began and
-    ended: a value is in it when it fills whole words, whatever separated its characters."""
-
-    def __init__(self, text: str) -> None:
-        self.text = _norm_text(text)
-        words = _WORD.findall(self.text)
-        self.joined = "".join(words)
-        self.edges = {0}
-        at = 0
-        for word in words:
-            at += len(word)
-            self.edges.add(at)
-
-    def holds(self, skeleton: str) -> bool:
-        if not skeleton:
-            return False
-        start = self.joined.find(skeleton)
-        while start >= 0:
-            if start in self.edges and start + len(skeleton) in self.edges:
-                return True
-            start = self.joined.find(skeleton, start + 1)
-        return False
-
-
-def _disguises(value: str) -> list[str]:
-    """The skeletons of ``value`` (normalised) as a harness could write it for a model to
-    undo: as is, reversed, and a whole number in another base."""
-    plain = _skeleton(value)
-    forms = [plain, plain[::-1]]
-    try:
-        number = float(value)
-    except ValueError:
-        return forms
-    if number.is_integer() and abs(number) >= 2:
-        whole = abs(int(number))
-        forms += [hex(whole), oct(whole), bin(whole)]
-    return forms
-
-
-def _hidden_in(value: str, spelled: _Spelled) -> bool:
-    return occurs(value, spelled.text) or any(spelled.holds(form) for form in _disguises(value))
+def _hidden_in(value: str, spelled: Spelled) -> bool:
+    return occurs(value, spelled.text) or any(spelled.holds(form) for form in disguises(value))
 
 
 @dataclass(frozen=True)
@@ -166,14 +116,14 @@ def _lines(text: str) -> frozenset[str]:
 def _reply(response: ChatResponse) -> _Reply:
     content = response.content or ""
     calls = tuple((c.name.lower(), dict(c.arguments)) for c in response.tool_calls)
-    return _Reply(_norm_text(content), _lines(content), calls)
+    return _Reply(norm_text(content), _lines(content), calls)
 
 
 def _relays(message: Message, replies: Sequence[_Reply]) -> bool:
     """An assistant message that repeats an actual earlier reply (not one the harness wrote)."""
     if message.role != "assistant":
         return False
-    content = _norm_text(message.content or "")
+    content = norm_text(message.content or "")
     calls = tuple((c.name.lower(), dict(c.arguments)) for c in message.tool_calls)
     return any(r.text == content and r.calls == calls for r in replies)
 
@@ -201,8 +151,9 @@ def _authored(request: ChatRequest, task: Task, replies: Sequence[_Reply]) -> st
         for known in removable:
             if known:
                 text = text.replace(known, " ")
-        parts.append(text)
-        parts.extend(json.dumps(c.arguments) + " " + c.name for c in message.tool_calls)
+        # Names and ids reach the model too (a tool result's name, a speaker's name).
+        parts.extend([text, message.name or "", message.tool_call_id or ""])
+        parts.extend(f"{json.dumps(c.arguments)} {c.name} {c.id}" for c in message.tool_calls)
     own = {t.model_dump_json() for t in task.tools}
     parts.extend(t.model_dump_json() for t in request.tools if t.model_dump_json() not in own)
     if request.response_schema is not None:
@@ -234,11 +185,11 @@ class _Trail:
     def __init__(self, task: Task, exchanges: Sequence[Exchange]) -> None:
         self.offered, self.defaults = _schema_options(task)
         self.replies: list[_Reply] = []
-        self.authored: list[_Spelled] = []  # harness-written text of each request
+        self.authored: list[Spelled] = []  # harness-written text of each request
         self.authored_lines: list[frozenset[str]] = []
         for request, response in exchanges:
             text = _authored(request, task, self.replies)
-            self.authored.append(_Spelled(text))
+            self.authored.append(Spelled(text))
             self.authored_lines.append(_lines(text))
             self.replies.append(_reply(response))
         self.task_lines = frozenset().union(*(_lines(t) for t in _task_texts(task)))
@@ -260,7 +211,7 @@ class _Trail:
         spaced) into a request before reply ``upto`` without a reply having written it.
         Short lines (``else:``, ``return x``) are compared whole: their words turn up in any
         instruction."""
-        words = _skeleton(line)
+        words = skeleton(line)
         for i in range(upto + 1):
             if len(words) >= MIN_LINE_WORDS:
                 hidden = any(self.authored[i].holds(form) for form in (words, words[::-1]))
@@ -272,7 +223,7 @@ class _Trail:
 
 
 def _in_reply(value: str, reply: _Reply) -> bool:
-    if occurs(value, reply.text) or _Spelled(reply.text).holds(_skeleton(value)):
+    if occurs(value, reply.text) or Spelled(reply.text).holds(skeleton(value)):
         return True
     return any(value in set(leaves(args)) for _, args in reply.calls)
 

@@ -3,11 +3,15 @@
 BFCL simple's 400 answers compress to about 20 KB and HumanEval's 164 solutions to 16 KB,
 both well under a patch's size limit. Whatever the encoding (a JSON-like table, base64 or
 hex text, zlib bytes, a data file, comments read back through ``__file__``), the data has to
-sit in the patch as string or bytes literals, numbers, comments or a data file. So the
+sit in the patch as string or bytes literals, numbers, comments, names or a data file. So the
 screen measures, per changed file, how many bytes of those the patch adds (the candidate's
 payload minus the parent's), and the longest run of encoded-looking text in any one of them:
 base64/hex alphabet or unprintable characters without a space (prose and code have spaces
-every few characters; bytes literals count in full). Harness code is parsed, never run.
+every few characters; bytes literals count in full). Names (of variables, attributes,
+functions, classes, arguments, keywords, imports; readable back through ``vars()`` or
+``dir()``) count once each: a table in names needs one new name per entry, ordinary code
+adds a few dozen. A new file's path counts too (data in file names, read by listing the
+directory). Harness code is parsed, never run.
 """
 
 from __future__ import annotations
@@ -24,11 +28,29 @@ _ENCODED = re.compile(r"[A-Za-z0-9+/=_\-]+|[^\x20-\x7e\s]+")
 
 @dataclass(frozen=True)
 class Payload:
-    """The data in one file: bytes of literals, comments and numbers; its longest encoded run."""
+    """The data in one file: bytes of literals, comments and numbers; its longest encoded run;
+    the names it uses (counted as data once each, beyond the parent's)."""
 
     size: int
     longest_run: int
     where: str  # e.g. "line 12 (a string literal)"
+    names: frozenset[str] = frozenset()
+
+
+def _name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return node.name
+    if isinstance(node, ast.arg):
+        return node.arg
+    if isinstance(node, ast.keyword):
+        return node.arg
+    if isinstance(node, ast.alias):
+        return node.asname or node.name
+    return None
 
 
 def _longest_run(text: str) -> int:
@@ -47,7 +69,13 @@ def _python_payload(source: str) -> Payload:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         tree = ast.parse(source)
+    names: set[str] = set()
     for node in ast.walk(tree):
+        if (name := _name(node)) is not None:
+            names.add(name)
+            run = _longest_run(name)
+            if run > longest:
+                longest, where = run, f"line {getattr(node, 'lineno', 0)} (a name)"
         if not isinstance(node, ast.Constant):
             continue
         value, line = node.value, getattr(node, "lineno", 0)
@@ -69,7 +97,7 @@ def _python_payload(source: str) -> Payload:
                 )
     except (tokenize.TokenError, SyntaxError):
         pass  # the compile check reports broken files
-    return Payload(size, longest, where)
+    return Payload(size, longest, where, frozenset(names))
 
 
 def payload(path: str, data: bytes) -> Payload:
@@ -103,7 +131,8 @@ def screen(before: dict[str, bytes], after: dict[str, bytes]) -> Screen:
     for path, data in sorted(after.items()):
         new = payload(path, data)
         old = payload(path, before[path]) if path in before else Payload(0, 0, "")
-        grown = max(0, new.size - old.size)
+        named = sum(len(n.encode("utf-8")) for n in new.names - old.names)
+        grown = max(0, new.size - old.size) + named + (0 if path in before else len(path))
         added += grown
         if grown > worst_added:
             worst, worst_added = path, grown

@@ -185,6 +185,7 @@ SPELLED = {
     "separated": "Use base 1-0 and height 1.2 without the punctuation.",
     "reversed": "Reverse each value: base 01, height 21.",
     "hex": "base=0xa height=0xc (decode the hex first)",
+    "words": "base: ten; height: twelve (as digits)",
 }
 
 
@@ -197,6 +198,24 @@ def test_an_answer_in_disguise_in_the_request_does_not_count(hint: str) -> None:
     )
     exchanges = [(system, reply(calls=[TWO_DIGITS]))]
     assert provenance(BFCL, [TWO_DIGITS], exchanges).supported is False
+
+
+def test_names_and_ids_in_a_request_are_the_harness_own_text() -> None:
+    """A tool result's or a speaker's name and a call id reach the model like any text."""
+    named = ChatRequest(
+        messages=[
+            *BFCL.prompt,
+            Message(role="tool", tool_call_id="x", name="use_base_10_height_12", content="ok"),
+        ],
+        tools=BFCL.tools,
+    )
+    assert provenance(BFCL, [TWO_DIGITS], [(named, reply(calls=[TWO_DIGITS]))]).supported is False
+    rot13 = {"name": CALL["name"], "arguments": {"base": 10, "height": 12, "unit": "meters"}}
+    hint = ChatRequest(
+        messages=[Message(role="system", content="unit in rot13: zrgref"), *BFCL.prompt],
+        tools=BFCL.tools,
+    )
+    assert provenance(BFCL, [rot13], [(hint, reply(calls=[rot13]))]).supported is False
 
 
 def test_a_short_reply_cannot_cut_an_injected_value_apart() -> None:

@@ -77,3 +77,14 @@ def test_ordinary_patches_pass(tmp_path: Path) -> None:
     seed = payload("harness.py", (SEED / "harness.py").read_bytes())
     assert seed.size < 2000 and seed.longest_run < 40
     assert payload("x.bin", bytes(range(256))).longest_run == 256
+
+
+@pytest.mark.parametrize("spec", ["bfcl:simple", "humaneval"])
+def test_a_table_in_identifiers_counts_as_data(
+    spec: str, asset_cache: Path, tmp_path: Path
+) -> None:
+    """Names are data too: the table as hex in the names of class attributes, read back
+    with ``vars()``, has almost no literal, but one new name per 240 hex digits."""
+    suite = load_suite(spec, asset_cache)
+    why = check(memorised_patch(suite, "alone", "names"), tmp_path / "t")
+    assert "max_literal_bytes is 8000" in why and "harness.py" in why, why
