@@ -136,6 +136,15 @@ def _task_texts(task: Task) -> list[str]:
     return texts
 
 
+def _strings(value: Any) -> set[str]:
+    """Every key and scalar in a JSON-like value, as text."""
+    if isinstance(value, dict):
+        return {str(k) for k in value}.union(*(_strings(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_strings(v) for v in value))
+    return {value if isinstance(value, str) else json.dumps(value)}
+
+
 def _authored(request: ChatRequest, task: Task, replies: Sequence[_Reply]) -> str:
     """The harness-written part of one request: its text minus the task's own prompt text
     and minus assistant turns that relay earlier replies, plus tools and schemas it made up.
@@ -154,8 +163,11 @@ def _authored(request: ChatRequest, task: Task, replies: Sequence[_Reply]) -> st
         # Names and ids reach the model too (a tool result's name, a speaker's name).
         parts.extend([text, message.name or "", message.tool_call_id or ""])
         parts.extend(f"{json.dumps(c.arguments)} {c.name} {c.id}" for c in message.tool_calls)
-    own = {t.model_dump_json() for t in task.tools}
-    parts.extend(t.model_dump_json() for t in request.tools if t.model_dump_json() not in own)
+    # Of tools the harness rewrote, only what it added: trimming a schema (dropping its
+    # descriptions) adds nothing, while the task's own enum options stay the task's.
+    own = set().union(*(_strings(t.model_dump()) for t in task.tools))
+    for tool in request.tools:
+        parts.extend(sorted(_strings(tool.model_dump()) - own))
     if request.response_schema is not None:
         parts.append(json.dumps(request.response_schema))
     return "\n".join(parts)

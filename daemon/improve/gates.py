@@ -93,10 +93,28 @@ def _common_tokens(tasks: Sequence[TaskResult]) -> tuple[int, int, int]:
     return sum(t.tokens for t in tasks), sum(t.passed for t in tasks), len(tasks)
 
 
+def relies_on_tokens(decision: Decision) -> bool:
+    """Whether "better in some dimension" holds only thanks to tokens: the accuracy and
+    honesty components, each against the level at which it would carry (b) alone, do not
+    add up to it."""
+    if not _part(decision, "(b) better in some dimension").passed:
+        return False
+    others = [_part(decision, f"(b) {n} alone") for n in ("accuracy", "honesty")]
+    return sum(p.measured / p.threshold for p in others if math.isfinite(p.threshold)) < 1.0
+
+
 def tokens_gate(
-    parent: Sequence[TaskResult], candidate: Sequence[TaskResult], policy: GatesPolicy
+    parent: Sequence[TaskResult],
+    candidate: Sequence[TaskResult],
+    policy: GatesPolicy,
+    decision: Decision | None = None,
 ) -> GateResult:
-    """A hard cap on tokens per solved task relative to the parent, on the same tasks."""
+    """A hard cap on tokens per solved task relative to the parent, on the same tasks; and a
+    candidate better only in tokens (``decision``) must spend fewer of them in total.
+
+    The token e-process is about the typical relative saving per task, so a harness much
+    cheaper on most tasks and far costlier on a few passes it while spending more in all;
+    promoted for saving tokens, it must save them."""
     cfg = policy.tokens
     c_tokens, c_solved, n = _common_tokens(candidate)
     p_tokens, p_solved, _ = _common_tokens(parent)
@@ -114,12 +132,23 @@ def tokens_gate(
     else:
         ratio = c_tokens / max(p_tokens, 1)
         note = "the parent solved none of the common tasks; tokens per task ratio"
+    passed = ratio <= cfg.max_token_ratio
+    measured, threshold = (round(ratio, 4) if math.isfinite(ratio) else None), cfg.max_token_ratio
+    if decision is not None and relies_on_tokens(decision):
+        total = c_tokens / max(p_tokens, 1)
+        saved = total < 1.0
+        note += (
+            f"; better only in tokens, so it must spend fewer in total: {c_tokens} vs parent "
+            f"{p_tokens} over {n} tasks ({'fewer' if saved else 'not fewer'} tokens in total)"
+        )
+        if passed and not saved:
+            passed, measured, threshold = False, round(total, 4), 1.0
     return GateResult(
         gate="tokens",
         enabled=cfg.enabled,
-        passed=ratio <= cfg.max_token_ratio or not cfg.enabled,
-        measured=round(ratio, 4) if math.isfinite(ratio) else None,
-        threshold=cfg.max_token_ratio,
+        passed=passed or not cfg.enabled,
+        measured=measured,
+        threshold=threshold,
         test="point estimate on the tasks the held-out test used",
         note=note,
     )

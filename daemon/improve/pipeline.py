@@ -278,7 +278,12 @@ class Pipeline:
         mine, theirs = held.report.by_id(), held.parent.by_id()
         return [
             *acceptance_gates(held.decision, held.slot.settings.alpha, policy.gates),
-            tokens_gate([theirs[t] for t in held.fed], [mine[t] for t in held.fed], policy.gates),
+            tokens_gate(
+                [theirs[t] for t in held.fed],
+                [mine[t] for t in held.fed],
+                policy.gates,
+                held.decision,
+            ),
             dead_code_gate(dead.fraction, dead.added_executable, dead.dead, policy.gates),
             provenance_gate([mine[t] for t in held.fed], policy.gates),
         ]
