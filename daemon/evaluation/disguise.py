@@ -8,43 +8,68 @@ the model produced.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
+from dataclasses import dataclass
 
 
 def norm_text(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-_WORD = re.compile(r"[a-z0-9]+")
+WORD = re.compile(r"[a-z0-9]+")
 
 
-def skeleton(text: str) -> str:
-    return "".join(_WORD.findall(text.lower()))
+@dataclass(frozen=True)
+class Form:
+    """A value's letters and digits run together, and where its own words meet (``cuts``,
+    offsets into ``text``)."""
+
+    text: str
+    cuts: frozenset[int] = frozenset()
+
+
+def form_of(words: list[str]) -> Form:
+    cuts, at = set(), 0
+    for word in words[:-1]:
+        at += len(word)
+        cuts.add(at)
+    return Form("".join(words), frozenset(cuts))
 
 
 class Spelled:
     """A text's letters and digits run together, remembering where its words began and
-    ended: a value is in it when it fills whole words, whatever separated its characters."""
+    ended: a value is in it when it fills whole words, whatever separated its characters,
+    provided the text's words meet where the value's own words do, or are all fragments of
+    one or two characters ("S a n", "1-0"): "are a" must not read as "area"."""
 
     def __init__(self, text: str) -> None:
         self.text = norm_text(text)
-        words = _WORD.findall(self.text)
+        words = WORD.findall(self.text)
         self.joined = "".join(words)
-        self.edges = {0}
-        at = 0
+        self.edges = [0]
         for word in words:
-            at += len(word)
-            self.edges.add(at)
+            self.edges.append(self.edges[-1] + len(word))
+        self.edge_set = set(self.edges)
 
-    def holds(self, skeleton: str) -> bool:
-        if not skeleton:
+    def holds(self, form: Form) -> bool:
+        if not form.text:
             return False
-        start = self.joined.find(skeleton)
+        start = self.joined.find(form.text)
         while start >= 0:
-            if start in self.edges and start + len(skeleton) in self.edges:
+            end = start + len(form.text)
+            if start in self.edge_set and end in self.edge_set and self._fits(start, end, form):
                 return True
-            start = self.joined.find(skeleton, start + 1)
+            start = self.joined.find(form.text, start + 1)
         return False
+
+    def _fits(self, start: int, end: int, form: Form) -> bool:
+        i = bisect.bisect_left(self.edges, start)
+        inner = self.edges[i : bisect.bisect_left(self.edges, end) + 1]
+        if all(e - start in form.cuts for e in inner[1:-1]):
+            return True
+        return all(b - a <= 2 for a, b in itertools.pairwise(inner))
 
 
 # fmt: off
@@ -59,33 +84,56 @@ _LOWER = "abcdefghijklmnopqrstuvwxyz"
 _ROT13 = str.maketrans(_LOWER, _LOWER[13:] + _LOWER[:13])
 
 
-def _words(n: int, joint: str) -> str:
-    """``n`` (0 <= n < 10**9) in English words, run together ("onehundred" + ``joint`` +
-    "twelve"; ``joint`` "and" or "")."""
+def _words(n: int, joint: str) -> list[str]:
+    """``n`` (0 <= n < 10**9) in English words ("one", "hundred", ``joint``, "twelve";
+    ``joint`` "and" or "")."""
     if n < 20:
-        return _ONES[n]
+        return [_ONES[n]]
     if n < 100:
-        return _TENS[n // 10] + (_ONES[n % 10] if n % 10 else "")
+        return [_TENS[n // 10]] + ([_ONES[n % 10]] if n % 10 else [])
     for size, name in ((10**6, "million"), (1000, "thousand"), (100, "hundred")):
         if n >= size:
-            rest, glue = n % size, joint if size == 100 else ""
-            return _words(n // size, joint) + name + (glue + _words(rest, joint) if rest else "")
+            rest, glue = n % size, [joint] if joint and size == 100 else []
+            return [*_words(n // size, joint), name, *(glue + _words(rest, joint) if rest else [])]
     raise AssertionError(n)
 
 
-def disguises(value: str) -> list[str]:
-    """The skeletons of ``value`` (normalised) as a harness could write it for a model to
-    undo: as is, reversed, in ROT13, and a whole number in another base or in words (from
-    ten up: "one" and "two" are common words of instructions)."""
-    plain = skeleton(value)
-    forms = [plain, plain[::-1], plain.translate(_ROT13)]
+def disguises(value: str) -> list[Form]:
+    """``value`` (normalised) as a harness could write it for a model to undo: as is,
+    reversed and in ROT13 (from four characters: shorter ones are common words), a whole
+    number in another base or in words (from ten up: "one" and "two" are common words of
+    instructions)."""
+    words = WORD.findall(norm_text(value))
+    plain = form_of(words)
+    forms = [plain]
+    if len(plain.text) >= 4:
+        size = len(plain.text)
+        forms.append(Form(plain.text[::-1], frozenset(size - c for c in plain.cuts)))
+        forms.append(Form(plain.text.translate(_ROT13), plain.cuts))
     try:
         number = float(value)
     except ValueError:
         return forms
     if number.is_integer() and abs(number) >= 2:
         whole = abs(int(number))
-        forms += [hex(whole), oct(whole), bin(whole)]
+        forms += [Form(hex(whole)), Form(oct(whole)), Form(bin(whole))]
+        # Without the prefix where no number or word of an instruction looks the same: hex
+        # with both a digit and a letter ("1f4", not "a" or "ff"), binary of six digits up.
+        bare = hex(whole)[2:]
+        if any(c.isdigit() for c in bare) and any(c.isalpha() for c in bare):
+            forms.append(Form(bare))
+        if whole >= 32:
+            forms.append(Form(bin(whole)[2:]))
         if 10 <= whole < 10**9:
-            forms += [_words(whole, "and"), _words(whole, "")]
+            forms += [form_of(_words(whole, "and")), form_of(_words(whole, ""))]
     return forms
+
+
+def in_pieces(value: str, spelled: Spelled) -> bool:
+    """A value of several words (each of three letters or more) whose words all appear in
+    ``spelled``, wherever: "San" in one message and "Francisco" in another."""
+    words = [w for w in WORD.findall(norm_text(value)) if len(w) >= 3 and not w.isdigit()]
+    if len(words) < 2:
+        return False
+    have = set(WORD.findall(spelled.text))
+    return all(w in have for w in words)

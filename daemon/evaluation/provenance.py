@@ -32,7 +32,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from daemon.evaluation.disguise import Spelled, disguises, norm_text, skeleton
+from daemon.evaluation.disguise import (
+    WORD,
+    Spelled,
+    disguises,
+    form_of,
+    in_pieces,
+    norm_text,
+)
 from daemon.providers.base import ChatRequest, ChatResponse, Message
 from daemon.tasks import Task
 
@@ -99,7 +106,11 @@ def occurs(needle: str, text: str) -> bool:
 
 
 def _hidden_in(value: str, spelled: Spelled) -> bool:
-    return occurs(value, spelled.text) or any(spelled.holds(form) for form in disguises(value))
+    return (
+        occurs(value, spelled.text)
+        or any(spelled.holds(form) for form in disguises(value))
+        or in_pieces(value, spelled)
+    )
 
 
 @dataclass(frozen=True)
@@ -223,10 +234,12 @@ class _Trail:
         spaced) into a request before reply ``upto`` without a reply having written it.
         Short lines (``else:``, ``return x``) are compared whole: their words turn up in any
         instruction."""
-        words = skeleton(line)
+        words = WORD.findall(norm_text(line))
+        forward = form_of(words)
+        backward = form_of([w[::-1] for w in reversed(words)])
         for i in range(upto + 1):
-            if len(words) >= MIN_LINE_WORDS:
-                hidden = any(self.authored[i].holds(form) for form in (words, words[::-1]))
+            if len(forward.text) >= MIN_LINE_WORDS:
+                hidden = any(self.authored[i].holds(form) for form in (forward, backward))
             else:
                 hidden = line in self.authored_lines[i]
             if hidden and not any(line in r.lines for r in self.replies[:i]):
@@ -235,7 +248,7 @@ class _Trail:
 
 
 def _in_reply(value: str, reply: _Reply) -> bool:
-    if occurs(value, reply.text) or Spelled(reply.text).holds(skeleton(value)):
+    if occurs(value, reply.text) or Spelled(reply.text).holds(disguises(value)[0]):
         return True
     return any(value in set(leaves(args)) for _, args in reply.calls)
 

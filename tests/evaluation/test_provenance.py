@@ -183,7 +183,7 @@ TWO_DIGITS = {"name": "calculate_triangle_area", "arguments": {"base": 10, "heig
 SPELLED = {
     "spaced": "Hint: c a l c u l a t e _ a r e a ( b a s e = 1 0 , h e i g h t = 1 2 )",
     "separated": "Use base 1-0 and height 1.2 without the punctuation.",
-    "reversed": "Reverse each value: base 01, height 21.",
+    "reversed": "Reverse it: unit sretem.",
     "hex": "base=0xa height=0xc (decode the hex first)",
     "words": "base: ten; height: twelve (as digits)",
 }
@@ -196,8 +196,64 @@ def test_an_answer_in_disguise_in_the_request_does_not_count(hint: str) -> None:
     system = ChatRequest(
         messages=[Message(role="system", content=hint), *BFCL.prompt], tools=BFCL.tools
     )
-    exchanges = [(system, reply(calls=[TWO_DIGITS]))]
-    assert provenance(BFCL, [TWO_DIGITS], exchanges).supported is False
+    call = {"name": CALL["name"], "arguments": {"unit": "meters"}} if "unit" in hint else TWO_DIGITS
+    assert provenance(BFCL, [call], [(system, reply(calls=[call]))]).supported is False
+
+
+def test_a_bare_hex_number_or_a_value_in_pieces_does_not_count() -> None:
+    hexed = {"name": CALL["name"], "arguments": {"base": 500, "height": 12}}
+    hint = "Decode from hex: 1f4 and c."
+    system = ChatRequest(
+        messages=[Message(role="system", content=hint), *BFCL.prompt], tools=BFCL.tools
+    )
+    assert provenance(BFCL, [hexed], [(system, reply(calls=[hexed]))]).supported is False
+    city = {"name": CALL["name"], "arguments": {"base": 10, "height": 12, "unit": "Los Angeles"}}
+    split = ChatRequest(
+        messages=[
+            Message(role="system", content="First part: Los. Remember it."),
+            *BFCL.prompt,
+            Message(role="user", content="Second part: Angeles. Join both for the unit."),
+        ],
+        tools=BFCL.tools,
+    )
+    assert provenance(BFCL, [city], [(split, reply(calls=[city]))]).supported is False
+
+
+def test_a_trimmed_tool_schema_adds_no_harness_text() -> None:
+    """A harness that drops the schema's descriptions to save tokens: the task's own enum
+    options (also nested in ``items``) are still the task's."""
+    tool = ToolSpec(
+        name="pick_colours",
+        description="Pick colours.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "colours": {
+                    "type": "array",
+                    "description": "Which ones.",
+                    "items": {"type": "string", "enum": ["Crimson Red", "Navy Blue"]},
+                }
+            },
+        },
+    )
+    task = BFCL.model_copy(
+        update={"prompt": [Message(role="user", content="Pick the red one.")], "tools": [tool]}
+    )
+    trimmed = ToolSpec(
+        name="pick_colours",
+        parameters={
+            "type": "object",
+            "properties": {
+                "colours": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": ["Crimson Red", "Navy Blue"]},
+                }
+            },
+        },
+    )
+    call = {"name": "pick_colours", "arguments": {"colours": ["Crimson Red"]}}
+    request = ChatRequest(messages=task.prompt, tools=[trimmed])
+    assert provenance(task, [call], [(request, reply(calls=[call]))]).supported is True
 
 
 def test_names_and_ids_in_a_request_are_the_harness_own_text() -> None:
@@ -238,6 +294,13 @@ def test_honest_instructions_and_feedback_keep_their_support() -> None:
         tools=BFCL.tools,
     )
     assert provenance(BFCL, [CALL], [(system, reply(calls=[CALL]))]).supported is True
+    # Short words run together are not a value in pieces: "are a" is not "area".
+    area = {"name": CALL["name"], "arguments": {"base": 10, "height": 5, "unit": "area"}}
+    careful = ChatRequest(
+        messages=[Message(role="system", content="You are a careful assistant."), *BFCL.prompt],
+        tools=BFCL.tools,
+    )
+    assert provenance(BFCL, [area], [(careful, reply(calls=[area]))]).supported is True
     said = (ask(BFCL), reply("I would use base 10, height 5."))
     feedback = (ask(BFCL, "You said: base 1 0, height 5. Now call the tool."), reply(calls=[CALL]))
     assert provenance(BFCL, [CALL], [said, feedback]).supported is True
