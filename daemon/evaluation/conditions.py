@@ -18,8 +18,9 @@ from daemon.config.policy import Policy
 from daemon.evaluation.taskrun import GUEST_DIR
 from daemon.suites.base import Suite
 
-SCORING_VERSION = 2
-"""Bump when what a task result records changes (2: provenance of solves)."""
+SCORING_VERSION = 3
+"""Bump when what a task result records changes (2: provenance of solves; 3: provenance
+sees disguised injections and checks all of a code answer)."""
 
 _lock = threading.Lock()
 _suite_prints: dict[tuple[str, int], str] = {}
