@@ -1,6 +1,7 @@
 """Values in disguise: the forms in which a harness can write an answer into its request
 for any instruction-following model to undo (spacing or punctuation between characters,
-reversal, ROT13, another base, number words), and a text's words run together to find them.
+reversal, ROT13, another base, number words; base64, hex bytes, character codes), and a
+text's words run together to find them.
 
 Used by :mod:`daemon.evaluation.provenance` to tell a value the harness injected from one
 the model produced.
@@ -8,6 +9,8 @@ the model produced.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import bisect
 import itertools
 import re
@@ -137,3 +140,40 @@ def in_pieces(value: str, spelled: Spelled) -> bool:
         return False
     have = set(WORD.findall(spelled.text))
     return all(w in have for w in words)
+
+
+_BASE64 = re.compile(r"[A-Za-z0-9+/]{8,}={0,2}")
+_HEX = re.compile(r"\b(?:[0-9a-fA-F]{2}[\s,:-]*){3,}\b|\b[0-9a-fA-F]{6,}\b")
+_CODES = re.compile(r"\b(?:\d{2,3}[\s,;]+){2,}\d{2,3}\b")
+
+
+def _printable(data: bytes) -> str | None:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text if text and all(c.isprintable() or c.isspace() for c in text) else None
+
+
+def decoded(text: str) -> list[str]:
+    """What ``text`` says once the encodings a model can read are undone: base64 words,
+    hex bytes ("53 61 6e", "53616e") and runs of character codes ("83 97 110"), each as
+    one more text to look for values in (as the harness wrote them, before normalising)."""
+    found: list[str] = []
+    for match in _BASE64.finditer(text):
+        word = match.group()
+        try:
+            raw = base64.b64decode(word + "=" * (-len(word) % 4), validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if (plain := _printable(raw)) is not None:
+            found.append(plain)
+    for match in _HEX.finditer(text):
+        digits = re.sub(r"[^0-9a-fA-F]", "", match.group())
+        if len(digits) % 2 == 0 and (plain := _printable(bytes.fromhex(digits))) is not None:
+            found.append(plain)
+    for match in _CODES.finditer(text):
+        codes = [int(c) for c in re.findall(r"\d+", match.group())]
+        if all(32 <= c < 127 for c in codes):
+            found.append("".join(map(chr, codes)))
+    return found

@@ -35,6 +35,7 @@ from typing import Any
 from daemon.evaluation.disguise import (
     WORD,
     Spelled,
+    decoded,
     disguises,
     form_of,
     in_pieces,
@@ -210,10 +211,12 @@ class _Trail:
         self.replies: list[_Reply] = []
         self.authored: list[Spelled] = []  # harness-written text of each request
         self.authored_lines: list[frozenset[str]] = []
+        self.decoded: list[list[Spelled]] = []  # the same, with encodings undone
         for request, response in exchanges:
             text = _authored(request, task, self.replies)
             self.authored.append(Spelled(text))
             self.authored_lines.append(_lines(text))
+            self.decoded.append([Spelled(plain) for plain in decoded(text)])
             self.replies.append(_reply(response))
         self.task_lines = frozenset().union(*(_lines(t) for t in _task_texts(task)))
 
@@ -223,7 +226,7 @@ class _Trail:
         if value in self.offered:
             return False
         for i in range(upto + 1):
-            if _hidden_in(value, self.authored[i]):
+            if any(_hidden_in(value, s) for s in (self.authored[i], *self.decoded[i])):
                 earlier = self.replies[:i]
                 if not any(_in_reply(value, r) for r in earlier):
                     return True
@@ -239,7 +242,8 @@ class _Trail:
         backward = form_of([w[::-1] for w in reversed(words)])
         for i in range(upto + 1):
             if len(forward.text) >= MIN_LINE_WORDS:
-                hidden = any(self.authored[i].holds(form) for form in (forward, backward))
+                views = (self.authored[i], *self.decoded[i])
+                hidden = any(v.holds(form) for v in views for form in (forward, backward))
             else:
                 hidden = line in self.authored_lines[i]
             if hidden and not any(line in r.lines for r in self.replies[:i]):

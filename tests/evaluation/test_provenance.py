@@ -186,6 +186,9 @@ SPELLED = {
     "reversed": "Reverse it: unit sretem.",
     "hex": "base=0xa height=0xc (decode the hex first)",
     "words": "base: ten; height: twelve (as digits)",
+    "base64": "Decode: eyJiYXNlIjogMTAsICJoZWlnaHQiOiAxMn0=",
+    "hex bytes": "Decode the hex: 7b2262617365223a2031302c2022686569676874223a2031327d",
+    "character codes": "ASCII: 98 97 115 101 32 49 48 32 104 101 105 103 104 116 32 49 50",
 }
 
 
