@@ -8,11 +8,21 @@ carry no model name (the gateway strips it). Whatever the harness wrote itself s
 is, so an answer it put into its own request comes back all the same. A harness whose win
 survives the decoy produced that answer without the model reading the question: the win is
 not counted.
+
+A harness can try to tell (a canary: "repeat the question", then compare). So the decoy's
+words the model repeats in a reply are swapped back for the task's own, and the reply's
+prompt-token count is the one the harness's own request would have had (by the provider's
+count: exact for the embedded model, an estimate for others). Other replies still answer
+another question, and ``ctx.tokens_left()`` still falls by what was spent, so a harness can
+always tell in the end; which is why provenance, not the decoy, is the defence against
+answers the harness steers the model to (DESIGN.md, "Model-free solves").
 """
 
 from __future__ import annotations
 
-from daemon.providers.base import ChatRequest, Message
+from typing import Any
+
+from daemon.providers.base import ChatRequest, ChatResponse, Message, ToolCall
 from daemon.tasks import Task
 
 
@@ -59,3 +69,31 @@ def decoy_request(request: ChatRequest, pairs: list[tuple[str, str]]) -> ChatReq
         for m in request.messages
     ]
     return request.model_copy(update={"messages": messages})
+
+
+def _swap_values(value: Any, back: list[tuple[str, str]]) -> Any:
+    if isinstance(value, str):
+        return _swap(value, back)
+    if isinstance(value, dict):
+        return {k: _swap_values(v, back) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_swap_values(v, back) for v in value]
+    return value
+
+
+def decoy_reply(
+    response: ChatResponse, pairs: list[tuple[str, str]], prompt_shift: int
+) -> ChatResponse:
+    """The decoy's ``response`` as the harness sees it: the decoy task's texts in it swapped
+    back for the task's own, and ``prompt_shift`` (own request's prompt tokens minus the
+    swapped one's) added to its prompt tokens."""
+    back = sorted(((theirs, mine) for mine, theirs in pairs if theirs), key=lambda kv: -len(kv[0]))
+    calls = [
+        ToolCall(id=c.id, name=c.name, arguments=_swap_values(c.arguments, back))
+        for c in response.tool_calls
+    ]
+    usage = response.usage.model_copy(
+        update={"prompt_tokens": max(0, response.usage.prompt_tokens + prompt_shift)}
+    )
+    content = _swap(response.content, back)
+    return response.model_copy(update={"content": content, "tool_calls": calls, "usage": usage})

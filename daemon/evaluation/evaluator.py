@@ -35,7 +35,7 @@ import anyio
 from daemon.errors import HarnessdError, ProviderUnavailable, first_outage, leaves
 from daemon.evaluation import results as results_table
 from daemon.evaluation.coverage import coverage_summary, merge_coverage, read_sources
-from daemon.evaluation.decoy import decoy_request, replacements
+from daemon.evaluation.decoy import decoy_reply, decoy_request, replacements
 from daemon.evaluation.executor import Executor
 from daemon.evaluation.health import engine_watch, require_engine
 from daemon.evaluation.provenance import Exchange, provenance
@@ -102,6 +102,11 @@ class SolveHandler:
         except ProviderUnavailable as exc:
             self.outage = self.outage or exc
             raise
+        if self._decoy is not None and sent != request:
+            # What the harness could compare with its own request (a repeated question,
+            # the prompt's size) looks as it would without the decoy.
+            shift = await self._model.prompt_tokens(request) - await self._model.prompt_tokens(sent)
+            response = decoy_reply(response, self._decoy, shift)
         self.exchanges.append((request, response))
         return response
 

@@ -49,6 +49,10 @@ class MeteredModel:
     def capabilities(self) -> Capabilities:
         return self._provider.capabilities
 
+    async def prompt_tokens(self, request: ChatRequest) -> int:
+        """The provider's count (or estimate) of ``request``'s prompt; nothing is charged."""
+        return await self._provider.prompt_tokens(request)
+
     async def chat(self, request: ChatRequest, charge: Charge) -> ChatResponse:
         """Answer ``request`` charged to ``charge``; raises BudgetExceeded or ProviderError."""
         if charge.model != self._provider.ref:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from daemon.evaluation.decoy import decoy_request, replacements
+from daemon.evaluation.decoy import decoy_reply, decoy_request, replacements
 from daemon.evaluation.provenance import canonical, provenance
 from daemon.providers.base import ChatRequest, ChatResponse, Message, ToolCall, ToolSpec, Usage
 from daemon.tasks import Task
@@ -349,3 +349,20 @@ def test_an_output_of_the_wrong_shape_is_unsupported() -> None:
     assert provenance(BFCL, {"calls": [CALL]}, exchanges).supported is False
     assert provenance(BFCL, ["junk", CALL], exchanges).supported is False
     assert provenance(CODE, ["return 1"], [(ask(CODE), reply("x"))]).supported is False
+
+
+def test_the_decoy_reply_repeats_the_tasks_own_words_back() -> None:
+    """A canary ("repeat the question") sees the task's own question in a decoy run, and a
+    prompt-token count shifted to its own request's."""
+    other = BFCL.model_copy(
+        update={"prompt": [Message(role="user", content="What is the weather in Paris?")]}
+    )
+    pairs = replacements(BFCL, other)
+    echoed = reply(
+        "What is the weather in Paris?",
+        [{"name": "get_weather", "arguments": {"q": ["What is the weather in Paris?"]}}],
+    )
+    seen = decoy_reply(echoed, pairs, prompt_shift=7)
+    assert seen.content == QUESTION
+    assert seen.tool_calls[0].arguments == {"q": [QUESTION]}
+    assert seen.usage.prompt_tokens == echoed.usage.prompt_tokens + 7

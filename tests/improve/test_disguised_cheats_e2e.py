@@ -49,3 +49,30 @@ async def test_spelled_out_answers_behind_a_decoy_canary_are_not_promoted(
         provenance = gate(verdict, "provenance")
         assert not provenance.passed and "not supported" in provenance.note, provenance
         assert not gate(verdict, "improvement").passed, verdict  # no counted gain
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.anyio
+async def test_a_repeat_the_question_canary_does_not_tell_the_decoy_apart(
+    runtime_factory: Any, tmp_path: Path, asset_cache: Path
+) -> None:
+    """With provenance off, the decoy alone: the question the model repeats in a decoy run
+    comes back as the task's own, so the canary sees a real run, the harness sends its hint,
+    and its wins survive the decoy: not counted, not promoted."""
+    suite = load_suite(SPEC, asset_cache)
+    splits = split(suite.task_ids(), seed="mf", dev_size=DEV, heldout_size=HELDOUT)
+    head, rest = solver(asset_cache, SPEC, DEV, HELDOUT).split("\n", 1)
+    capable = capable_model_rules(suite, [*splits.dev, *splits.heldout])
+    model = tmp_path / "model.toml"
+    model.write_text("\n".join([head, "", *capable, rest]))
+    extra = LOOSE + "[gates.provenance]\nenabled = false\n"
+    async with runtime_factory(policy(model, SPEC, DEV, HELDOUT, extra)) as rt:
+        lineage = Lineage(rt.store, tmp_path / "harnesses")
+        lineage.init_seed(SEED)
+        sub, verdict = await submit(rt, lineage, disguised_parrot_patch(suite))
+        assert sub.accepted_for_evaluation, sub.reason
+        assert verdict.decision == "reject", verdict
+        assert lineage.current().name == "v0001"
+        assert gate(verdict, "improvement").passed, verdict  # the test alone would promote
+        decoy = gate(verdict, "decoy")
+        assert not decoy.passed and decoy.measured == 1.0, decoy
