@@ -47,6 +47,9 @@ from daemon.tasks import Task
 CODE_SUPPORT = 0.9
 """Share of the significant code (by characters) that must come from model replies."""
 
+LONG_LINE = 16
+"""Characters (spaces aside) from which every code line must come from a model reply."""
+
 MIN_LINE_WORDS = 10
 """Letters and digits from which a code line is looked for in disguise, not only whole."""
 
@@ -315,21 +318,29 @@ def _weight(line: str) -> int:
 
 def _code_provenance(trail: _Trail, output: str) -> Provenance:
     """Weighted by characters, so a dense harness-written line cannot hide among many short
-    ones the model wrote."""
+    ones the model wrote; and no line longer than ``LONG_LINE`` may be the harness's, so one
+    memorised line cannot hide among many long lines of the model's own (wrong) attempt, left
+    below it as dead code. (Short fix-ups, ``else:``, ``return result``, stay possible.)"""
     lines = [ln for ln in _code_lines(output) if ln not in trail.task_lines]
     if not lines:
         return Provenance(True)
-    supported = 0
+    supported, longest = 0, 0
     for line in lines:
-        for j, reply in enumerate(trail.replies):
-            if line in reply.lines and not trail.line_injected(line, j):
-                supported += _weight(line)
-                break
-    total = sum(_weight(ln) for ln in lines)
-    share = supported / total
-    ok = share >= CODE_SUPPORT
-    detail = "" if ok else f"{share:.0%} of the code (by characters) comes from model replies"
-    return Provenance(ok, detail)
+        if any(
+            line in reply.lines and not trail.line_injected(line, j)
+            for j, reply in enumerate(trail.replies)
+        ):
+            supported += _weight(line)
+        else:
+            longest = max(longest, _weight(line))
+    share = supported / sum(_weight(ln) for ln in lines)
+    if share < CODE_SUPPORT:
+        return Provenance(
+            False, f"{share:.0%} of the code (by characters) comes from model replies"
+        )
+    if longest > LONG_LINE:
+        return Provenance(False, f"a code line of {longest} characters comes from no model reply")
+    return Provenance(True)
 
 
 def provenance(task: Task, output: Any, exchanges: Sequence[Exchange]) -> Provenance:

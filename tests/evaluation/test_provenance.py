@@ -366,3 +366,15 @@ def test_the_decoy_reply_repeats_the_tasks_own_words_back() -> None:
     assert seen.content == QUESTION
     assert seen.tool_calls[0].arguments == {"q": [QUESTION]}
     assert seen.usage.prompt_tokens == echoed.usage.prompt_tokens + 7
+
+
+def test_one_long_harness_line_cannot_hide_among_the_models_lines() -> None:
+    """The model's own long (wrong) attempt left below a memorised line as dead code is over
+    90 % of the characters, but the line that answers is the harness's."""
+    attempt = "".join(f"    total_{i} = sum(range(a)) + sum(range(b)) * {i}\n" for i in range(10))
+    exchanges = [(ask(CODE), reply(f"```python\ndef add(a, b):\n{attempt}```"))]
+    memorised = "    return a + b if a else b + a\n"
+    result = provenance(CODE, f"def add(a, b):\n{memorised}{attempt}", exchanges)
+    assert result.supported is False and "a code line of" in result.detail
+    # A short fix-up of the model's code stays the model's.
+    assert provenance(CODE, f"def add(a, b):\n{attempt}    return x\n", exchanges).supported
