@@ -160,6 +160,23 @@ def _strings(value: Any) -> set[str]:
     return {value if isinstance(value, str) else json.dumps(value)}
 
 
+TASK_LINE = 20
+"""Characters from which one line of the task's own text counts as the task's when quoted
+alone (shorter ones, "Args:", are too common to say where they came from)."""
+
+
+def _task_patterns(task: Task) -> list[re.Pattern[str]]:
+    """The task's own texts, and each of their lines of ``TASK_LINE`` characters or more,
+    as patterns matching them whatever the case and spacing: a harness that quotes the
+    question re-spaced or a line of the code prompt alone still only quotes the task."""
+    texts = set(_task_texts(task))
+    texts |= {
+        ln.strip() for t in list(texts) for ln in t.splitlines() if len(ln.strip()) >= TASK_LINE
+    }
+    words = [t.split() for t in sorted(texts, key=len, reverse=True)]
+    return [re.compile(r"\s+".join(map(re.escape, w)), re.IGNORECASE) for w in words if w]
+
+
 def _authored(request: ChatRequest, task: Task, replies: Sequence[_Reply]) -> str:
     """The harness-written part of one request: its text minus the task's own prompt text
     and minus assistant turns that relay earlier replies, plus tools and schemas it made up.
@@ -167,14 +184,13 @@ def _authored(request: ChatRequest, task: Task, replies: Sequence[_Reply]) -> st
     the replies themselves, and cutting a reply's text out everywhere would let a short
     reply, steered to be "s", cut an injected value apart.)"""
     parts: list[str] = []
-    removable = sorted(set(_task_texts(task)), key=len, reverse=True)
+    removable = _task_patterns(task)
     for message in request.messages:
         if _relays(message, replies):
             continue
         text = message.content or ""
         for known in removable:
-            if known:
-                text = text.replace(known, " ")
+            text = known.sub(" ", text)
         # Names and ids reach the model too (a tool result's name, a speaker's name).
         parts.extend([text, message.name or "", message.tool_call_id or ""])
         parts.extend(f"{json.dumps(c.arguments)} {c.name} {c.id}" for c in message.tool_calls)

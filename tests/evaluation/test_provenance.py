@@ -378,3 +378,11 @@ def test_one_long_harness_line_cannot_hide_among_the_models_lines() -> None:
     assert result.supported is False and "a code line of" in result.detail
     # A short fix-up of the model's code stays the model's.
     assert provenance(CODE, f"def add(a, b):\n{attempt}    return x\n", exchanges).supported
+
+
+def test_quoting_the_task_respaced_or_in_part_is_still_the_task() -> None:
+    """The question re-spaced and lowercased is the task's own text: the values in it are
+    not the harness's."""
+    respaced = ask(BFCL, "Question:\n" + "  ".join(QUESTION.lower().split()) + "\nOne call.")
+    exchanges = [(respaced, reply(calls=[CALL]))]
+    assert provenance(BFCL, [CALL], exchanges).supported is True
