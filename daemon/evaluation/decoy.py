@@ -20,6 +20,7 @@ answers the harness steers the model to (DESIGN.md, "Model-free solves").
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from daemon.providers.base import ChatRequest, ChatResponse, Message, ToolCall
@@ -49,11 +50,17 @@ def _swap(text: str | None, pairs: list[tuple[str, str]]) -> str | None:
     if not text:
         return text
     # Placeholders first, so a decoy text containing another task text is not swapped twice.
+    # Whatever the case and spacing: a harness that quotes the question re-spaced would
+    # otherwise show the model the real question, and lose its honest wins to the decoy.
     marks: list[tuple[str, str]] = []
     for i, (mine, theirs) in enumerate(pairs):
         mark = f"\x00{i}\x00"
-        if mine in text:
-            text = text.replace(mine, mark)
+        words = mine.split()
+        if not words:
+            continue
+        pattern = re.compile(r"\s+".join(map(re.escape, words)), re.IGNORECASE)
+        text, found = pattern.subn(mark, text)  # the mark has no backslash
+        if found:
             marks.append((mark, theirs))
     for mark, theirs in marks:
         text = text.replace(mark, theirs)

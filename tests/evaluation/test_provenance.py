@@ -168,6 +168,12 @@ def test_the_decoy_swaps_the_tasks_own_words_and_keeps_the_harness_own() -> None
     assert sent.messages[0].content == "Use the tools."
     assert sent.messages[1].content == "Question: What is the weather in Paris? Think first."
     assert sent.tools == request.tools  # nothing the harness could compare changes
+    # The question quoted re-spaced or in lower case is swapped all the same.
+    respaced = ChatRequest(
+        messages=[Message(role="user", content="Q: " + "  ".join(QUESTION.lower().split()))],
+        tools=BFCL.tools,
+    )
+    assert decoy_request(respaced, pairs).messages[0].content == "Q: What is the weather in Paris?"
     sub = "def sub(a, b):\n"
     code_other = CODE.model_copy(
         update={
