@@ -28,17 +28,16 @@ from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import anyio
 
-from daemon.errors import HarnessdError, ProviderUnavailable, first_outage, leaves
+from daemon.errors import HarnessdError, first_outage, leaves
 from daemon.evaluation import results as results_table
 from daemon.evaluation.coverage import coverage_summary, merge_coverage, read_sources
-from daemon.evaluation.decoy import decoy_reply, decoy_request, replacements
+from daemon.evaluation.decoy import replacements
 from daemon.evaluation.executor import Executor
 from daemon.evaluation.health import engine_watch, require_engine
-from daemon.evaluation.provenance import Exchange, provenance
+from daemon.evaluation.provenance import provenance
 from daemon.evaluation.report import (
     CoverageReport,
     EvalReport,
@@ -47,13 +46,12 @@ from daemon.evaluation.report import (
     truncate_output,
 )
 from daemon.evaluation.runtime import Runtime
+from daemon.evaluation.solve_handler import SolveHandler
 from daemon.evaluation.taskrun import TaskRun
 from daemon.gateway import ledger
 from daemon.gateway.ledger import Charge
-from daemon.gateway.metering import MeteredModel
-from daemon.gateway.session import NoSuchTool, ToolCallError
-from daemon.providers.base import ChatRequest, ChatResponse, Purpose
-from daemon.suites.base import CheckResult, EnvironmentFailed, Episode, Suite, ToolSuite
+from daemon.providers.base import Purpose
+from daemon.suites.base import CheckResult, Suite, ToolSuite
 from daemon.tasks import Task
 
 log = logging.getLogger("harnessd.evaluator")
@@ -71,69 +69,6 @@ class Subject:
     version_id: int | None = None
     version: str | None = None
     candidate_id: int | None = None
-
-
-class SolveHandler:
-    """The gateway's view of one task run: every model call metered to this task, and kept
-    (the harness's request, the model's reply) for the provenance check; tool calls and turn
-    ends sent to the task's trusted environment (when its suite has one). With ``decoy``, the
-    task's own words in each request are swapped for the decoy task's before the model sees
-    them; the exchange keeps the harness's request."""
-
-    def __init__(
-        self,
-        model: MeteredModel,
-        charge: Charge,
-        decoy: list[tuple[str, str]] | None = None,
-        episode: Episode | None = None,
-    ) -> None:
-        self._model = model
-        self._charge = charge
-        self._decoy = decoy
-        self._episode = episode
-        self.exchanges: list[Exchange] = []
-        # The first "provider down" a call of this run met: the run's result is void.
-        self.outage: ProviderUnavailable | None = None
-
-    async def chat(self, request: ChatRequest) -> ChatResponse:
-        sent = request if self._decoy is None else decoy_request(request, self._decoy)
-        try:
-            response = await self._model.chat(sent, self._charge)
-        except ProviderUnavailable as exc:
-            self.outage = self.outage or exc
-            raise
-        if self._decoy is not None and sent != request:
-            # What the harness could compare with its own request (a repeated question,
-            # the prompt's size) looks as it would without the decoy.
-            shift = await self._model.prompt_tokens(request) - await self._model.prompt_tokens(sent)
-            response = decoy_reply(response, self._decoy, shift)
-        self.exchanges.append((request, response))
-        return response
-
-    async def tool_call(self, name: str, arguments: dict[str, Any]) -> Any:
-        if self._episode is None:  # BFCL single-turn, HumanEval: no host-side tools
-            raise NoSuchTool(name)
-        try:
-            return await self._episode.tool_call(name, arguments)
-        except EnvironmentFailed as exc:  # the run cannot pass now; the harness hears why
-            raise ToolCallError(str(exc)) from None
-
-    async def next_turn(self) -> dict[str, Any]:
-        if self._episode is None:
-            return {"done": True}  # a single-turn task is done when its one turn is
-        try:
-            return await self._episode.next_turn()
-        except EnvironmentFailed as exc:
-            raise ToolCallError(str(exc)) from None
-
-    async def tokens_left(self) -> int:
-        return await self._model.tokens_left(self._charge)
-
-    async def restart(self) -> None:
-        # The lost run's model calls stay charged to the task (they were spent); its tool
-        # calls and turns must not count for the run that is judged.
-        if self._episode is not None:
-            await self._episode.restart()
 
 
 def blind(task: Task, run_id: str) -> Task:
@@ -250,7 +185,8 @@ async def run_one(
             await require_engine(rt.engine)
     spent = await anyio.to_thread.run_sync(ledger.spent_by_task, rt.store, run_id, task.id)
     submission = run.submission
-    origin = provenance(task, submission.output if submission else None, handler.exchanges)
+    output = submission.output if submission else None
+    origin = provenance(task, output, handler.exchanges, handler.environment)
     result = TaskResult(
         id=task.id,
         passed=passed,

@@ -12,7 +12,9 @@ model, recorded at the gateway (the harness cannot forge them):
 * a **code** answer is supported when at least 90 % of its significant code (all of it, by
   characters; comments and plain imports aside) is lines that appear in model replies;
   lines of the task's own prompt count neither way;
-* an empty call list is supported when some reply declined to call a tool.
+* an empty call list is supported when some reply declined to call a tool;
+* in a **tool-use** task, every tool call that got a result must be supported like a call
+  (values the environment said before count as the model's to relay).
 
 Values the harness itself put into its requests do not count: a value is **injected** when
 it appears in the harness-written part of a request (the request minus the task's own prompt
@@ -61,6 +63,13 @@ class Provenance:
 
 
 Exchange = tuple[ChatRequest, ChatResponse]
+
+
+@dataclass(frozen=True)
+class EnvironmentText:
+    text: str  # what a task's trusted environment said: a tool result, a later turn
+    after: int  # the number of model exchanges before it
+    call: tuple[str, dict[str, Any]] | None = None  # the (name, arguments) it answered
 
 
 def _scalar(value: Any) -> str:
@@ -225,8 +234,11 @@ def _schema_options(task: Task) -> tuple[set[str], dict[str, dict[str, str]]]:
 class _Trail:
     """The exchanges in order, with what the harness injected before each reply."""
 
-    def __init__(self, task: Task, exchanges: Sequence[Exchange]) -> None:
+    def __init__(
+        self, task: Task, exchanges: Sequence[Exchange], heard: Sequence[EnvironmentText] = ()
+    ) -> None:
         self.offered, self.defaults = _schema_options(task)
+        self.heard = [(h.after, norm_text(h.text)) for h in heard]
         self.replies: list[_Reply] = []
         self.authored: list[Spelled] = []  # harness-written text of each request
         self.authored_lines: list[frozenset[str]] = []
@@ -245,6 +257,8 @@ class _Trail:
         if value in self.offered:
             return False
         for i in range(upto + 1):
+            if any(occurs(value, text) for after, text in self.heard if after <= i):
+                break  # the environment said it before this request: relaying it is fine
             if any(_hidden_in(value, s) for s in (self.authored[i], *self.decoded[i])):
                 earlier = self.replies[:i]
                 if not any(_in_reply(value, r) for r in earlier):
@@ -359,8 +373,17 @@ def _code_provenance(trail: _Trail, output: str) -> Provenance:
     return Provenance(True)
 
 
-def provenance(task: Task, output: Any, exchanges: Sequence[Exchange]) -> Provenance:
-    """Whether ``output`` is supported by the model's replies in ``exchanges``."""
+def provenance(
+    task: Task, output: Any, exchanges: Sequence[Exchange], heard: Sequence[EnvironmentText] = ()
+) -> Provenance:
+    """Whether ``output`` (tool use: each call in ``heard``) is supported by the replies."""
+    if task.kind == "tool_use":  # a text answer alone is free text: not checked
+        calls = [h.call for h in heard if h.call is not None]
+        trail = _Trail(task, exchanges, heard)
+        unsupported = [n for n, args in calls if not _call_supported(trail, n.lower(), args)]
+        if unsupported:
+            return Provenance(False, f"no model reply made the tool call {unsupported[0]}(...)")
+        return Provenance(True if calls else None)
     if task.kind not in ("function_call", "code"):
         return Provenance(None)
     if not exchanges:

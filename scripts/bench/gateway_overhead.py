@@ -29,7 +29,7 @@ import anyio.to_thread
 
 from daemon.config.policy import BudgetPolicy, RetryPolicy
 from daemon.config.settings import LoadedSettings, Settings
-from daemon.evaluation.evaluator import SolveHandler
+from daemon.evaluation.solve_handler import SolveHandler
 from daemon.gateway.budget import BudgetGuard
 from daemon.gateway.ledger import Charge
 from daemon.gateway.metering import MeteredModel

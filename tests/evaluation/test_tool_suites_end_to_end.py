@@ -217,6 +217,8 @@ async def test_replaying_the_ground_truth_passes_and_silence_and_cheats_do_not(
     replay, silent, cheat = reports["replay"], reports["silent"], reports["cheat"]
     assert [t.detail for t in replay.tasks] == ["ok"] * len(TASKS)
     assert replay.accuracy == 1.0 and not replay.errors
+    # Verified, but driven from the ground truth without the model: no solve that counts.
+    assert all(t.supported is False and "tool call" in t.provenance for t in replay.tasks)
     # BFCL's rule: a turn whose ground truth has calls fails when the model made none.
     assert silent.accuracy == 0.0 and not silent.errors
     assert all("empty_turn_model_response" in t.detail for t in silent.tasks)
@@ -255,6 +257,7 @@ async def test_the_seed_answers_every_turn_and_asks_for_the_next(
         )  # fmt: skip
     (result,) = report.tasks
     assert (result.passed, result.detail, result.error) == (True, "ok", None)
+    assert result.supported is True, result.provenance  # every call was the model's
     turns = [e for e in result.transcript if e["op"] == "next_turn"]
     assert len(turns) == len(replies) // 2 and turns[-1] == {"op": "next_turn", "done": True}
 
@@ -293,6 +296,7 @@ async def test_agentdojo_replay_passes_silence_scores_by_its_rules_obeying_is_me
         careful = await run("careful", REPLAY, ATTACKS, DOJO + ":injections", False)
         obedient = await run("obedient", REPLAY, ATTACKS, DOJO + ":injections", True)
     assert replay.accuracy == 1.0 and replay.attack_success_rate is None
+    assert all(t.supported is False for t in replay.tasks)  # the model made none of it
     # AgentDojo's own rules: banking user task 8 passes whatever happens, the others do not.
     assert [t.passed for t in silent.tasks] == [False, False, True]
     assert careful.accuracy == 1.0 and careful.attack_success_rate == 0.0

@@ -24,7 +24,7 @@ from metering_helpers import Clock, Policies, write_script
 from daemon.config import secrets
 from daemon.config.policy import RetryPolicy
 from daemon.config.settings import LoadedSettings, OpenAISettings, Settings
-from daemon.evaluation.evaluator import SolveHandler
+from daemon.evaluation.solve_handler import SolveHandler
 from daemon.gateway import ledger
 from daemon.gateway.budget import BudgetGuard
 from daemon.gateway.ledger import Charge
