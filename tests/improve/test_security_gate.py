@@ -1,5 +1,5 @@
-"""The security gate as a pure function, and its policy switch; the pipeline runs it on
-real AgentDojo injection tasks (tests/improve/test_security_gate_e2e.py)."""
+"""The security gate as a pure function, and its policy switch; the gate on real AgentDojo
+injection runs through the real sandbox is in tests/evaluation/test_tool_suites_end_to_end.py."""
 
 from __future__ import annotations
 
