@@ -54,14 +54,13 @@ def budgeted(task, state):
 
 def solve(task, ctx):
     state = State(task)
-    tools = budgeted(task, state)
 >>>>>>> REPLACE
 
 harness.py
 <<<<<<< SEARCH
-        reply = choose_tools(ctx, state, task["tools"], dispatch)
+    tools = task["tools"]
 =======
-        reply = choose_tools(ctx, state, tools, dispatch)
+    tools = budgeted(task, state)
 >>>>>>> REPLACE
 """
 
