@@ -223,9 +223,15 @@ def main() -> int:
         out += ["## Power line at start", ""]
         out += [e["message"] for e in events if e["kind"] == "acceptance.power"][:1]
     finally:
-        ctl(work, "stop")
-        proc.wait(600)
+        # The verdicts so far first: an interrupted run (Ctrl-C, a daemon stopped from
+        # outside) keeps what it measured.
         (work / "summary.md").write_text("\n".join(out) + "\n")
+        if proc.poll() is None:
+            try:
+                ctl(work, "stop")
+            except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError):
+                proc.terminate()
+            proc.wait(600)
     print(f"summary: {work / 'summary.md'}")
     return 0
 

@@ -83,3 +83,30 @@ def set_policy(rt: Runtime, folder: Path, text: str) -> None:
     path = folder / "policy.toml"
     path.write_text(text)
     rt.policy.current = load_policy(path)
+
+
+STRIP_DESCRIPTIONS = """def strip_descriptions(value):
+    if isinstance(value, dict):
+        return {k: strip_descriptions(v) for k, v in value.items() if k != "description"}
+    if isinstance(value, list):
+        return [strip_descriptions(v) for v in value]
+    return value
+"""
+
+
+def tools_patch(rationale: str, helpers: str, tools: str, imports: str = "") -> str:
+    """A patch on the seed: ``imports`` above ``import json``, ``helpers`` before ``solve``,
+    and the tools each request offers computed by the expression ``tools``."""
+    head = (
+        f"harness.py\n<<<<<<< SEARCH\nimport json\n=======\n{imports}import json\n"
+        ">>>>>>> REPLACE\n\n"
+        if imports
+        else ""
+    )
+    solve = "def solve(task, ctx):\n    state = State(task)\n"
+    return (
+        f"Rationale: {rationale}\n\n{head}"
+        f"harness.py\n<<<<<<< SEARCH\n{solve}=======\n{helpers}\n\n{solve}>>>>>>> REPLACE\n\n"
+        f'harness.py\n<<<<<<< SEARCH\n    tools = task["tools"]\n=======\n    tools = {tools}\n'
+        ">>>>>>> REPLACE\n"
+    )

@@ -16,53 +16,32 @@ from typing import Any
 import pytest
 
 from daemon.lineage import Lineage
-from tests.improve.pipeline_world import SEED, gate, policy, solver, submit
+from tests.improve.pipeline_world import (
+    SEED,
+    STRIP_DESCRIPTIONS,
+    gate,
+    policy,
+    solver,
+    submit,
+    tools_patch,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 SPEC, DEV, HELDOUT = "bfcl:simple", 4, 80
 
-LEAN_AND_BLOATED = """Rationale: lean tool schemas on most tasks, a long preamble on a few.
-
-harness.py
-<<<<<<< SEARCH
-import json
-=======
-import hashlib
-import json
->>>>>>> REPLACE
-
-harness.py
-<<<<<<< SEARCH
-def solve(task, ctx):
-    state = State(task)
-=======
-def strip_descriptions(value):
-    if isinstance(value, dict):
-        return {k: strip_descriptions(v) for k, v in value.items() if k != "description"}
-    if isinstance(value, list):
-        return [strip_descriptions(v) for v in value]
-    return value
-
-
-def budgeted(task, state):
+BUDGETED = """def budgeted(task, state):
     if hashlib.sha256(json.dumps(task["prompt"]).encode()).digest()[0] < 26:
         state.messages.insert(0, {"role": "system", "content": "Think about the tools. " * 300})
         return task["tools"]
     return strip_descriptions(task["tools"])
-
-
-def solve(task, ctx):
-    state = State(task)
->>>>>>> REPLACE
-
-harness.py
-<<<<<<< SEARCH
-    tools = task["tools"]
-=======
-    tools = budgeted(task, state)
->>>>>>> REPLACE
 """
+LEAN_AND_BLOATED = tools_patch(
+    "lean tool schemas on most tasks, a long preamble on a few.",
+    STRIP_DESCRIPTIONS + "\n\n" + BUDGETED,
+    "budgeted(task, state)",
+    imports="import hashlib\n",
+)
 
 
 @pytest.mark.timeout(900)
