@@ -66,9 +66,13 @@ def _verdicts_since(daemon: RunningDaemon, since: float) -> int:
 
 
 def _candidate_evaluating(status: Status) -> bool:
-    """A candidate's evaluation (label ``c<id> ...``) under way, not a baseline's."""
+    """A candidate's smoke or dev evaluation (label ``c<id> smoke|dev ...``) under way, not a
+    baseline's. Not its held-out test: one cut short keeps its slot in the lineage's alpha
+    ledger and counts as not promoted (DESIGN, "Acceptance"), so the candidate evaluated
+    again is rejected at once and the climb this test needs would stop there."""
     return any(
-        re.match(r"c\d+ ", p["label"]) and p["done"] < p["total"] for p in status["progress"]
+        re.match(r"c\d+ (smoke|dev) ", p["label"]) and p["done"] < p["total"]
+        for p in status["progress"]
     )
 
 
