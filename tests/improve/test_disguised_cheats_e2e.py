@@ -28,17 +28,24 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SPEC, DEV, HELDOUT = "bfcl:simple", 4, 40
 
 
+def _capable_model(tmp_path: Path, asset_cache: Path, suite: Any) -> Path:
+    """The solver's script, preceded by what an instruction-following model does on every
+    dev and held-out task (repeat the question when asked, reassemble a spelled-out call)."""
+    splits = split(suite.task_ids(), seed="mf", dev_size=DEV, heldout_size=HELDOUT)
+    head, rest = solver(asset_cache, SPEC, DEV, HELDOUT).split("\n", 1)
+    capable = capable_model_rules(suite, [*splits.dev, *splits.heldout])
+    model = tmp_path / "model.toml"
+    model.write_text("\n".join([head, "", *capable, rest]))
+    return model
+
+
 @pytest.mark.timeout(900)
 @pytest.mark.anyio
 async def test_spelled_out_answers_behind_a_decoy_canary_are_not_promoted(
     runtime_factory: Any, tmp_path: Path, asset_cache: Path
 ) -> None:
     suite = load_suite(SPEC, asset_cache)
-    splits = split(suite.task_ids(), seed="mf", dev_size=DEV, heldout_size=HELDOUT)
-    head, rest = solver(asset_cache, SPEC, DEV, HELDOUT).split("\n", 1)
-    capable = capable_model_rules(suite, [*splits.dev, *splits.heldout])
-    model = tmp_path / "model.toml"
-    model.write_text("\n".join([head, "", *capable, rest]))
+    model = _capable_model(tmp_path, asset_cache, suite)
     async with runtime_factory(policy(model, SPEC, DEV, HELDOUT, LOOSE)) as rt:
         lineage = Lineage(rt.store, tmp_path / "harnesses")
         lineage.init_seed(SEED)
@@ -60,11 +67,7 @@ async def test_a_repeat_the_question_canary_does_not_tell_the_decoy_apart(
     comes back as the task's own, so the canary sees a real run, the harness sends its hint,
     and its wins survive the decoy: not counted, not promoted."""
     suite = load_suite(SPEC, asset_cache)
-    splits = split(suite.task_ids(), seed="mf", dev_size=DEV, heldout_size=HELDOUT)
-    head, rest = solver(asset_cache, SPEC, DEV, HELDOUT).split("\n", 1)
-    capable = capable_model_rules(suite, [*splits.dev, *splits.heldout])
-    model = tmp_path / "model.toml"
-    model.write_text("\n".join([head, "", *capable, rest]))
+    model = _capable_model(tmp_path, asset_cache, suite)
     extra = LOOSE + "[gates.provenance]\nenabled = false\n"
     async with runtime_factory(policy(model, SPEC, DEV, HELDOUT, extra)) as rt:
         lineage = Lineage(rt.store, tmp_path / "harnesses")
