@@ -195,7 +195,7 @@ class Daemon:
                     f"{left} request(s) still running after {DRAIN_GRACE_S:.1f} s; cancelled "
                     "them (their callers were told)",
                     level="warning",
-                )  # fmt: skip
+                )
             await replies.settle(REPLY_GRACE_S)
             tg.cancel_scope.cancel()
         await self.bus.emit("daemon.stopped", "harnessd stopped")

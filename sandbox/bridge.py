@@ -57,9 +57,11 @@ async def connect(endpoint: Endpoint, capability: str, number: int) -> ByteStrea
     try:
         with anyio.fail_after(CONNECT_S):
             stream = await anyio.connect_tcp(
-                endpoint.host, endpoint.port, ssl_context=client_context(endpoint.cert_pem),
+                endpoint.host,
+                endpoint.port,
+                ssl_context=client_context(endpoint.cert_pem),
                 tls_standard_compatible=False,
-            )  # fmt: skip
+            )
             try:
                 hello = json.dumps({"cap": capability, "conn": number}) + "\n"
                 await stream.send(hello.encode())
@@ -69,8 +71,13 @@ async def connect(endpoint: Endpoint, capability: str, number: int) -> ByteStrea
             except BaseException:
                 await stream.aclose()
                 raise
-    except (OSError, TimeoutError, ssl.SSLError, anyio.BrokenResourceError,
-            anyio.EndOfStream) as exc:  # fmt: skip
+    except (
+        OSError,
+        TimeoutError,
+        ssl.SSLError,
+        anyio.BrokenResourceError,
+        anyio.EndOfStream,
+    ) as exc:
         where = f"{endpoint.host}:{endpoint.port}"
         raise GatewayUnreachable(f"cannot reach the daemon's gateway at {where}: {exc}") from exc
     if reply.strip() != b'{"ok": true}':

@@ -121,12 +121,21 @@ async def _smoke(rt: Runtime, lineage: Lineage, cid: int) -> bool:
     tree = await anyio.to_thread.run_sync(candidates.materialise, lineage, cid, rt.work_dir)
     subject = Subject(tree, f"c{cid}", candidate_id=cid, version_id=None)
     await anyio.to_thread.run_sync(lambda: lineage.set_candidate(cid, "evaluating", "smoke"))
-    smoke = await evaluate(rt, subject, split="smoke", task_ids=rt.splits().dev[:1],
-                           model=policy.models.primary, keep_transcripts=True)  # fmt: skip
+    smoke = await evaluate(
+        rt,
+        subject,
+        split="smoke",
+        task_ids=rt.splits().dev[:1],
+        model=policy.models.primary,
+        keep_transcripts=True,
+    )
     failed = [t for t in smoke.tasks if t.error in SMOKE_FAILURES]
     if failed:
-        verdict = Verdict(decision="reject", stage="smoke",
-                          reason=f"smoke task {failed[0].id}: {failed[0].detail}")  # fmt: skip
+        verdict = Verdict(
+            decision="reject",
+            stage="smoke",
+            reason=f"smoke task {failed[0].id}: {failed[0].detail}",
+        )
         await anyio.to_thread.run_sync(
             lambda: lineage.set_candidate(cid, "rejected", "smoke", verdict)
         )
@@ -144,14 +153,22 @@ async def _dev_screen(rt: Runtime, lineage: Lineage, cid: int, parent_dev: EvalR
     policy = rt.policy.get()
     tree = await anyio.to_thread.run_sync(candidates.materialise, lineage, cid, rt.work_dir)
     subject = Subject(tree, f"c{cid}", candidate_id=cid, version_id=None)
-    dev = await evaluate(rt, subject, split="dev", task_ids=rt.splits().dev,
-                         model=policy.models.primary, keep_transcripts=True)  # fmt: skip
+    dev = await evaluate(
+        rt,
+        subject,
+        split="dev",
+        task_ids=rt.splits().dev,
+        model=policy.models.primary,
+        keep_transcripts=True,
+    )
     slack = policy.pipeline.dev_max_regression
     screen = GateResult(
-        gate="dev_screen", passed=dev.accuracy >= parent_dev.accuracy - slack,
-        measured=round(dev.accuracy - parent_dev.accuracy, 4), threshold=-slack,
+        gate="dev_screen",
+        passed=dev.accuracy >= parent_dev.accuracy - slack,
+        measured=round(dev.accuracy - parent_dev.accuracy, 4),
+        threshold=-slack,
         note=f"dev accuracy {dev.accuracy:.1%} vs parent {parent_dev.accuracy:.1%}",
-    )  # fmt: skip
+    )
     stage: Stage = "heldout" if screen.passed else "dev"
     reason = (
         "benchmark: reached the held-out stage, which it does not run"
@@ -174,8 +191,9 @@ async def bench(
     rows: list[Row] = []
     started = time.monotonic()
     try:
-        async with open_runtime(loaded, holder, store,
-                                instance=eval_instance(instance_id(state))) as rt:  # fmt: skip
+        async with open_runtime(
+            loaded, holder, store, instance=eval_instance(instance_id(state))
+        ) as rt:
             lineage = Lineage(store, loaded.harnesses_dir)
             seed: Version = lineage.init_seed(ROOT / "seeds" / "minimal")
             loop = ImprovementLoop(rt, lineage, LoopControl())
@@ -198,8 +216,10 @@ async def bench(
                     print(f"dev deadline: c{row.candidate} and later not screened", flush=True)
                     break
                 row.dev_screen = await _dev_screen(rt, lineage, row.candidate, parent_dev)
-                print(json.dumps({"candidate": row.candidate, "dev_screen": row.dev_screen}),
-                      flush=True)  # fmt: skip
+                print(
+                    json.dumps({"candidate": row.candidate, "dev_screen": row.dev_screen}),
+                    flush=True,
+                )
     finally:
         store.close()
     return rows
@@ -223,10 +243,17 @@ async def _draw(
     spent = ledger.spent_by_candidate(store, sub.candidate_id, "propose")
     parses, applies, compiles = _stages(ask, loop.lineage.path(seed), cand.raw, patch, scratch)
     row = Row(
-        sub.candidate_id, round(seconds, 1), spent.prompt_tokens, spent.completion_tokens,
-        parses, applies, compiles, sub.accepted_for_evaluation, reason=sub.reason,
+        sub.candidate_id,
+        round(seconds, 1),
+        spent.prompt_tokens,
+        spent.completion_tokens,
+        parses,
+        applies,
+        compiles,
+        sub.accepted_for_evaluation,
+        reason=sub.reason,
         reply=cand.raw[:300],
-    )  # fmt: skip
+    )
     return row, sub
 
 

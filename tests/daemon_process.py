@@ -61,8 +61,12 @@ def start_daemon(
     with log.open("w") as log_file:
         proc = subprocess.Popen(
             [sys.executable, "-m", "daemon.cli", "--config", str(config), "serve"],
-            stdout=subprocess.DEVNULL, stderr=log_file, text=True, env=env, cwd=tmp_path,
-        )  # fmt: skip
+            stdout=subprocess.DEVNULL,
+            stderr=log_file,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
     daemon = RunningDaemon(proc, state, config, policy, log)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:

@@ -60,13 +60,24 @@ class PrivateEngine:
         log = (self.root / "dockerd.log").open("ab")
         self.proc = subprocess.Popen(
             [
-                "dockerd", "--data-root", str(self.root / "data"),
-                "--exec-root", str(self.root / "exec"), "--pidfile", str(self.root / "pid"),
-                "-H", self.host, "--bridge=none", "--iptables=false", "--ip-masq=false",
+                "dockerd",
+                "--data-root",
+                str(self.root / "data"),
+                "--exec-root",
+                str(self.root / "exec"),
+                "--pidfile",
+                str(self.root / "pid"),
+                "-H",
+                self.host,
+                "--bridge=none",
+                "--iptables=false",
+                "--ip-masq=false",
                 "--ip-forward=false",
             ],
-            stdout=log, stderr=log, start_new_session=True,
-        )  # fmt: skip
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
         log.close()
         deadline = time.monotonic() + 90
         while not self.answers():

@@ -61,19 +61,33 @@ def llama_server(cache_dir: Path, log: Path) -> Iterator[LlamaServer]:
     port = _free_port()
     url = f"http://127.0.0.1:{port}/v1"
     command = [
-        sys.executable, "-m", "llama_cpp.server",
-        "--model", str(assets.embedded_model(cache_dir)), "--model_alias", MODEL_ALIAS,
-        "--chat_format", "chatml-function-calling",
-        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--seed", "0",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(assets.embedded_model(cache_dir)),
+        "--model_alias",
+        MODEL_ALIAS,
+        "--chat_format",
+        "chatml-function-calling",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        "4096",
+        "--seed",
+        "0",
+    ]
     with log.open("w") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not _answers(url):
             if proc.poll() is not None:
-                raise AssertionError(f"the llama.cpp server exited {proc.returncode}:\n"
-                                     f"{log.read_text()[-3000:]}")  # fmt: skip
+                raise AssertionError(
+                    f"the llama.cpp server exited {proc.returncode}:\n{log.read_text()[-3000:]}"
+                )
             if time.monotonic() > deadline:
                 raise AssertionError(f"the llama.cpp server did not answer:\n{log.read_text()}")
             time.sleep(0.5)

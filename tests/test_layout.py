@@ -46,15 +46,11 @@ def test_sql_is_written_only_by_the_table_owners() -> None:
     assert not offenders, f"SQL outside the table owners: {offenders}"
 
 
-def test_daemon_top_level_stays_small_and_modules_stay_short() -> None:
+def test_daemon_top_level_stays_small() -> None:
+    # A module is as long as its one job needs (no line cap); the top level holds only the
+    # service, entry points and the contracts every component shares.
     top = [p.name for p in DAEMON.glob("*.py")]
     assert len(top) <= 12, top
-    long = {
-        str(p.relative_to(ROOT)): n
-        for p in _modules()
-        if (n := len(p.read_text().splitlines())) > 400
-    }
-    assert not long, f"modules over 400 lines: {long}"
 
 
 def _imports(path: Path, package: str) -> set[str]:

@@ -144,9 +144,11 @@ def main() -> int:
     address = sys.argv[1]
     try:
         ray.init(
-            address=address, namespace=NAMESPACE, log_to_driver=False,
+            address=address,
+            namespace=NAMESPACE,
+            log_to_driver=False,
             logging_level=logging.WARNING,
-        )  # fmt: skip
+        )
     except Exception as exc:
         out.write(json.dumps({"id": "init", "ok": False, "error": f"{exc}"[:500]}) + "\n")
         return 3

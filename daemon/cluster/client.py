@@ -62,8 +62,11 @@ class Agent:
         env.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", "10")
         proc = await anyio.open_process(
             [sys.executable, "-m", "daemon.cluster.agent", address],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=env,
+        )
         agent = cls(proc, log, address)
         try:
             first: dict[str, Any] | FrameError | None = None

@@ -132,9 +132,17 @@ class RayExecutor:
         return digest
 
     async def run(
-        self, *, image: str, launch: GuestLaunch, guest_dir: Path, harness_dir: Path,
-        task: Task, handler: GatewayHandler, limits: Limits, labels: dict[str, str],
-    ) -> UnitRun:  # fmt: skip
+        self,
+        *,
+        image: str,
+        launch: GuestLaunch,
+        guest_dir: Path,
+        harness_dir: Path,
+        task: Task,
+        handler: GatewayHandler,
+        limits: Limits,
+        labels: dict[str, str],
+    ) -> UnitRun:
         assert self.front is not None
         started = time.monotonic()
         harness, guest = await self._tree(harness_dir), await self._tree(guest_dir)
@@ -145,10 +153,15 @@ class RayExecutor:
                 await handler.restart()
             async with self.front.session(task, handler) as (record, capability):
                 spec = {
-                    "image": image, "launch": asdict(launch), "limits": asdict(limits),
-                    "labels": labels, "harness_digest": harness, "guest_digest": guest,
-                    "endpoint": asdict(self._endpoint()), "capability": capability,
-                }  # fmt: skip
+                    "image": image,
+                    "launch": asdict(launch),
+                    "limits": asdict(limits),
+                    "labels": labels,
+                    "harness_digest": harness,
+                    "guest_digest": guest,
+                    "endpoint": asdict(self._endpoint()),
+                    "capability": capability,
+                }
                 reply = await self._run_once(spec)
             if reply.get("ok") and reply.get("outcome"):
                 outcome = ContainerOutcome(**reply["outcome"])
@@ -160,8 +173,9 @@ class RayExecutor:
                     "executor.requeued",
                     f"a Ray node or worker was lost running task {task.id}; running it again "
                     f"(once): {reply.get('error', '')[:200]}",
-                    level="warning", task_id=task.id,
-                )  # fmt: skip
+                    level="warning",
+                    task_id=task.id,
+                )
         raise ClusterUnavailable(
             f"the Ray cluster lost task {task.id} twice: {str(reply.get('error'))[:300]}"
         )
@@ -224,9 +238,10 @@ async def open_ray_executor(
                     f"evaluating on the Ray cluster at {address}: {status.get('nodes', 0)} "
                     f"node(s), {executor.last_capacity} sandbox slot(s); gateway at "
                     f"{front.host}:{front.port} (TLS)",
-                    address=address, nodes=status.get("nodes", 0),
+                    address=address,
+                    nodes=status.get("nodes", 0),
                     capacity=executor.last_capacity,
-                )  # fmt: skip
+                )
                 try:
                     yield executor
                 except Exception as exc:

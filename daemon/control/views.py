@@ -72,10 +72,14 @@ def _status(r: dict[str, Any], c: Console) -> None:
             for s in scores:
                 lo, hi = s.get("accuracy_ci95") or (0, 0)
                 t.add_row(
-                    s["model"], s["split"], f"{s['accuracy']:.1%}", f"{lo:.0%}-{hi:.0%}",
-                    f"{s['verification_gap']:+.1%}", f"{s.get('tokens_per_solved') or '-'}",
+                    s["model"],
+                    s["split"],
+                    f"{s['accuracy']:.1%}",
+                    f"{lo:.0%}-{hi:.0%}",
+                    f"{s['verification_gap']:+.1%}",
+                    f"{s.get('tokens_per_solved') or '-'}",
                     str(s["n"]),
-                )  # fmt: skip
+                )
             c.print(t)
     for o in r.get("outages") or []:
         c.print(
@@ -123,9 +127,14 @@ def _lineage(r: dict[str, Any], c: Console) -> None:
         t = Table("cand", "parent", "state", "stage", "source", "rationale", "verdict")
         for x in cands:
             t.add_row(
-                f"c{x['id']}", x["parent"], x["state"], x["stage"], x["source"],
-                _escape((x.get("rationale") or "")[:50]), _escape((x.get("reason") or "")[:60]),
-            )  # fmt: skip
+                f"c{x['id']}",
+                x["parent"],
+                x["state"],
+                x["stage"],
+                x["source"],
+                _escape((x.get("rationale") or "")[:50]),
+                _escape((x.get("reason") or "")[:60]),
+            )
         c.print(t)
 
 
@@ -278,9 +287,13 @@ def watch(events: Iterable[dict[str, Any]], *, as_json: bool, console: Console) 
         return
     bars: dict[str, TaskID] = {}
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(), console=console, transient=False,
-    ) as progress:  # fmt: skip
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
         for event in events:
             data = event.get("data") or {}
             if event.get("kind") == "eval.progress" and "run_id" in data:

@@ -41,10 +41,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="provider:model (default: the policy's primary model)")
     p.add_argument("--policy", type=Path, help="policy file (default: the configured one)")
     p.add_argument(
-        "--executor", choices=["local", "ray"],
+        "--executor",
+        choices=["local", "ray"],
         help="where units run: this machine or the Ray cluster of [executor] address or "
         "RAY_ADDRESS (default: the [executor] type setting)",
-    )  # fmt: skip
+    )
     p.add_argument("--json", action="store_true", help="print the full report as JSON")
     p.add_argument("--tasks", action="store_true", help="also list every task's verdict")
 
@@ -111,18 +112,27 @@ async def _evaluate(
             show = sys.stderr.isatty() and not args.json
             with Progress(
                 TextColumn(f"{harness.name} {rt.suite().name} {args.split} {model}"),
-                BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                console=Console(stderr=True), disable=not show, transient=True,
-            ) as progress:  # fmt: skip
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                disable=not show,
+                transient=True,
+            ) as progress:
                 bar = progress.add_task("eval", total=len(ids))
 
                 def tick(result: TaskResult, done: int, total: int) -> None:
                     progress.update(bar, completed=done)
 
                 return await evaluate(
-                    rt, subject, split=args.split, task_ids=ids, model=model,
-                    keep_transcripts=args.split == "dev", on_result=tick,
-                )  # fmt: skip
+                    rt,
+                    subject,
+                    split=args.split,
+                    task_ids=ids,
+                    model=model,
+                    keep_transcripts=args.split == "dev",
+                    on_result=tick,
+                )
     finally:
         store.close()
 
@@ -155,6 +165,11 @@ def _print_tasks(r: EvalReport, c: Console) -> None:
     for task in r.tasks:
         verdict = "[green]passed[/]" if task.passed else "[red]failed[/]"
         detail = task.detail if task.error is None else f"{task.error}: {task.detail}"
-        t.add_row(task.id, verdict, "yes" if task.claimed_success else "no", str(task.tokens),
-                  escape(detail[:120]))  # fmt: skip
+        t.add_row(
+            task.id,
+            verdict,
+            "yes" if task.claimed_success else "no",
+            str(task.tokens),
+            escape(detail[:120]),
+        )
     c.print(t)

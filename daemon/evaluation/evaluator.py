@@ -110,9 +110,11 @@ async def wait_for_window(rt: Runtime) -> None:
             scopes = ", ".join(f"{w.scope} ({w.spent}/{w.limit})" for w in spent)
             when = time.strftime("%H:%M:%S", time.localtime(reopen))
             await rt.emit(
-                "budget.paused", f"token budget spent: {scopes}; waiting until {when}",
-                level="warning", reopens_at=reopen,
-            )  # fmt: skip
+                "budget.paused",
+                f"token budget spent: {scopes}; waiting until {when}",
+                level="warning",
+                reopens_at=reopen,
+            )
             announced = True
         await anyio.sleep(min(60.0, max(1.0, reopen - time.time())))
 
@@ -138,9 +140,13 @@ async def run_one(
     the decoy task's question instead (the harness is not told).
     """
     charge = Charge(
-        model=model, purpose=purpose, run_id=run_id, task_id=task.id,
-        candidate_id=subject.candidate_id, version_id=subject.version_id,
-    )  # fmt: skip
+        model=model,
+        purpose=purpose,
+        run_id=run_id,
+        task_id=task.id,
+        candidate_id=subject.candidate_id,
+        version_id=subject.version_id,
+    )
     tool_suite = suite if isinstance(suite, ToolSuite) else None
     # The task's tool environment lives here, beside the handler that serves the run's
     # gateway, whichever executor runs the container: a remote unit reaches this daemon's
@@ -234,11 +240,17 @@ async def evaluate(
     started = time.time()
     await anyio.to_thread.run_sync(
         functools.partial(
-            results_table.record_start, rt.store, run_id, version_id=subject.version_id,
-            candidate_id=subject.candidate_id, suite=suite.name, split=split, model=model,
+            results_table.record_start,
+            rt.store,
+            run_id,
+            version_id=subject.version_id,
+            candidate_id=subject.candidate_id,
+            suite=suite.name,
+            split=split,
+            model=model,
             conditions=conditions,
         )
-    )  # fmt: skip
+    )
     results: dict[str, TaskResult] = {}
     coverages: list[dict[str, list[int]]] = []
     limiter = anyio.CapacityLimiter(rt.executor.capacity(rt.policy.get().sandbox.concurrency))
@@ -251,9 +263,16 @@ async def evaluate(
             await wait_for_window(rt)
             decoy = suite.task(decoys[task_id]) if decoys and task_id in decoys else None
             result, run = await run_one(
-                rt, subject, suite, suite.task(task_id), model, run_id,
-                keep_transcript=keep_transcripts, executor=rt.executor, decoy=decoy,
-            )  # fmt: skip
+                rt,
+                subject,
+                suite,
+                suite.task(task_id),
+                model,
+                run_id,
+                keep_transcript=keep_transcripts,
+                executor=rt.executor,
+                decoy=decoy,
+            )
         results[task_id] = result
         # A run that tampered or broke the protocol may have forged what it reports: its
         # coverage does not count (what it added then shows as never run).
@@ -263,9 +282,14 @@ async def evaluate(
         if on_result is not None:
             on_result(result, len(results), total)
         await rt.emit(
-            "eval.progress", f"{label}: {len(results)}/{total}", persist=False,
-            run_id=run_id, label=label, done=len(results), total=total,
-        )  # fmt: skip
+            "eval.progress",
+            f"{label}: {len(results)}/{total}",
+            persist=False,
+            run_id=run_id,
+            label=label,
+            done=len(results),
+            total=total,
+        )
         if stop_when is not None and stop_when(results):
             scope.cancel()
 
@@ -295,10 +319,18 @@ async def evaluate(
         executed={k: sorted(v) for k, v in sorted(executed.items())},
     )
     report = build_report(
-        run_id=run_id, suite=suite.name, split=split, model=model, tasks=ordered,
-        coverage=coverage, version=subject.version, candidate_id=subject.candidate_id,
-        planned=total, started=started, finished=time.time(),
-    )  # fmt: skip
+        run_id=run_id,
+        suite=suite.name,
+        split=split,
+        model=model,
+        tasks=ordered,
+        coverage=coverage,
+        version=subject.version,
+        candidate_id=subject.candidate_id,
+        planned=total,
+        started=started,
+        finished=time.time(),
+    )
     state = "stopped" if report.stopped_early else "done"
     await anyio.to_thread.run_sync(results_table.record_end, rt.store, run_id, state, report)
     return report

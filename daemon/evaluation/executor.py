@@ -40,9 +40,15 @@ class Executor(Protocol):
         ...
 
     async def run(
-        self, *, image: str, harness_dir: Path, task: Task, handler: GatewayHandler,
-        limits: Limits, labels: dict[str, str],
-    ) -> TaskRun:  # fmt: skip
+        self,
+        *,
+        image: str,
+        harness_dir: Path,
+        task: Task,
+        handler: GatewayHandler,
+        limits: Limits,
+        labels: dict[str, str],
+    ) -> TaskRun:
         """Run one unit; harness failures are results. Raises ``SandboxError`` when the
         machinery cannot run it (``ClusterUnavailable`` when a cluster is gone)."""
         ...
@@ -64,13 +70,25 @@ class LocalExecutor:
         return None  # this machine's engine is probed as the "engine" dependency
 
     async def run(
-        self, *, image: str, harness_dir: Path, task: Task, handler: GatewayHandler,
-        limits: Limits, labels: dict[str, str],
-    ) -> TaskRun:  # fmt: skip
+        self,
+        *,
+        image: str,
+        harness_dir: Path,
+        task: Task,
+        handler: GatewayHandler,
+        limits: Limits,
+        labels: dict[str, str],
+    ) -> TaskRun:
         return await run_task(
-            self._engine, image=image, harness_dir=harness_dir, task=task, handler=handler,
-            limits=limits, runs_dir=self._runs_dir, labels=labels,
-        )  # fmt: skip
+            self._engine,
+            image=image,
+            harness_dir=harness_dir,
+            task=task,
+            handler=handler,
+            limits=limits,
+            runs_dir=self._runs_dir,
+            labels=labels,
+        )
 
 
 class RayUnits:
@@ -88,21 +106,37 @@ class RayUnits:
         await self.cluster.probe()
 
     async def run(
-        self, *, image: str, harness_dir: Path, task: Task, handler: GatewayHandler,
-        limits: Limits, labels: dict[str, str],
-    ) -> TaskRun:  # fmt: skip
+        self,
+        *,
+        image: str,
+        harness_dir: Path,
+        task: Task,
+        handler: GatewayHandler,
+        limits: Limits,
+        labels: dict[str, str],
+    ) -> TaskRun:
         harness_dir = harness_dir.resolve()
         if not harness_dir.is_dir():
             raise SandboxError(f"harness directory {harness_dir} does not exist")
         unit = await self.cluster.run(
-            image=image, launch=GUEST, guest_dir=GUEST_DIR, harness_dir=harness_dir,
-            task=task, handler=handler, limits=limits, labels=labels,
-        )  # fmt: skip
+            image=image,
+            launch=GUEST,
+            guest_dir=GUEST_DIR,
+            harness_dir=harness_dir,
+            task=task,
+            handler=handler,
+            limits=limits,
+            labels=labels,
+        )
         return TaskRun(
-            task_id=task.id, submission=unit.record.submission,
-            error=classify(unit.record, unit.outcome), outcome=unit.outcome,
-            gateway=unit.record, wall_s=unit.wall_s, requeues=unit.requeues,
-        )  # fmt: skip
+            task_id=task.id,
+            submission=unit.record.submission,
+            error=classify(unit.record, unit.outcome),
+            outcome=unit.outcome,
+            gateway=unit.record,
+            wall_s=unit.wall_s,
+            requeues=unit.requeues,
+        )
 
 
 @asynccontextmanager

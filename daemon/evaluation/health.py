@@ -180,9 +180,12 @@ class Health:
                 "outage.retrying",
                 f"{what} still unavailable (probe {outage.probes}): {outage.error}; "
                 f"next try in {delay:.0f} s",
-                level="warning", persist=False, dependency=outage.dependency,
-                probes=outage.probes, next_probe_at=outage.next_probe_at,
-            )  # fmt: skip
+                level="warning",
+                persist=False,
+                dependency=outage.dependency,
+                probes=outage.probes,
+                next_probe_at=outage.next_probe_at,
+            )
             return
         del self.outages[outage.dependency]
         self._ended[outage.dependency] = (time.time(), outage.probes)
@@ -190,8 +193,9 @@ class Health:
         await self._emit(
             "outage.ended",
             f"{what} is back after {down_s:.0f} s; resuming",
-            dependency=outage.dependency, down_s=round(down_s, 1),
-        )  # fmt: skip
+            dependency=outage.dependency,
+            down_s=round(down_s, 1),
+        )
         outage.back.set()
 
 

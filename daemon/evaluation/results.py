@@ -42,10 +42,17 @@ def record_start(
             "INSERT INTO evaluations(run_id, version_id, candidate_id, suite, split, model, "
             "state, started, conditions) VALUES (?,?,?,?,?,?,?,?,?)",
             (
-                run_id, version_id, candidate_id, suite, split, model, "running", time.time(),
+                run_id,
+                version_id,
+                candidate_id,
+                suite,
+                split,
+                model,
+                "running",
+                time.time(),
                 conditions,
             ),
-        )  # fmt: skip
+        )
 
 
 def record_end(store: Store, run_id: str, state: str, report: EvalReport | None) -> None:

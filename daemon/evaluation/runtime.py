@@ -98,8 +98,9 @@ class Runtime:
             await self.emit(
                 "sandbox.reaped",
                 f"removed {reaped} container(s) the lost Docker engine left behind",
-                containers=reaped, run_dirs=0,
-            )  # fmt: skip
+                containers=reaped,
+                run_dirs=0,
+            )
         if not await self.engine.image_exists(self.image):
             self.image = await resolve_image(self.engine, self.loaded, self.emit)
 
@@ -124,9 +125,13 @@ class Runtime:
     def limits(self) -> Limits:
         s = self.policy.get().sandbox
         return Limits(
-            memory_mb=s.memory_mb, cpus=s.cpus, pids=s.pids, tmpfs_mb=s.tmpfs_mb,
-            wall_s=s.wall_s, output_kb=s.output_kb,
-        )  # fmt: skip
+            memory_mb=s.memory_mb,
+            cpus=s.cpus,
+            pids=s.pids,
+            tmpfs_mb=s.tmpfs_mb,
+            wall_s=s.wall_s,
+            output_kb=s.output_kb,
+        )
 
     def labels(self, **extra: str) -> dict[str, str]:
         return instance_labels(self.instance, **extra)
@@ -155,9 +160,12 @@ class Runtime:
         if not spec:
             return policy_splits(p, self.loaded.cache_dir, seed)
         return split(
-            self.suite(spec).task_ids(), seed=seed, dev_size=p.dev_size,
-            heldout_size=p.heldout_size, suite=f"suite '{spec}'",
-        )  # fmt: skip
+            self.suite(spec).task_ids(),
+            seed=seed,
+            dev_size=p.dev_size,
+            heldout_size=p.heldout_size,
+            suite=f"suite '{spec}'",
+        )
 
     def code_checker(self) -> DockerCodeChecker:
         return DockerCodeChecker(

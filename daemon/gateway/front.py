@@ -156,9 +156,11 @@ async def open_front(
     bound = listener.extra(anyio.abc.SocketAttribute.local_port)
     front = GatewayFront(advertise_host, bound, identity)
     tls = TLSListener(
-        listener, identity.server_context(), standard_compatible=False,
+        listener,
+        identity.server_context(),
+        standard_compatible=False,
         handshake_timeout=HANDSHAKE_S,
-    )  # fmt: skip
+    )
     failure: Exception | None = None
     async with tls, anyio.create_task_group() as tg:
         tg.start_soon(_serve, tls, front, tg)

@@ -45,11 +45,29 @@ def make_identity(folder: Path) -> Identity:
     folder.chmod(0o700)
     cert, key = folder / "gateway-cert.pem", folder / "gateway-key.pem"
     done = subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-         "-nodes", "-days", _DAYS, "-subj", "/CN=harnessd-gateway",
-         "-keyout", str(key), "-out", str(cert)],
-        capture_output=True, text=True, check=False, timeout=60,
-    )  # fmt: skip
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            _DAYS,
+            "-subj",
+            "/CN=harnessd-gateway",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     if done.returncode != 0:
         raise SetupError(f"openssl could not make the gateway certificate: {done.stderr[-300:]}")
     key.chmod(0o600)

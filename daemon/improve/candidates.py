@@ -97,10 +97,17 @@ def record(
     On success the applied tree is kept at ``candidate_dir(work_dir, id)/tree``.
     """
     return record_parsed(
-        lineage, parent, parse_proposal(text), text, source=source,
-        proposer_model=proposer_model, policy=policy, work_dir=work_dir,
-        rationale=rationale, screen=screen,
-    )  # fmt: skip
+        lineage,
+        parent,
+        parse_proposal(text),
+        text,
+        source=source,
+        proposer_model=proposer_model,
+        policy=policy,
+        work_dir=work_dir,
+        rationale=rationale,
+        screen=screen,
+    )
 
 
 def record_parsed(
@@ -158,9 +165,16 @@ def _rejected(
 ) -> Submitted:
     verdict = Verdict(decision="reject", stage="static", reason=reason)
     cid = lineage.add_candidate(
-        parent, source, proposer_model, rationale[:RATIONALE_LIMIT], patch, raw,
-        state="rejected", stage="static", verdict=verdict,
-    )  # fmt: skip
+        parent,
+        source,
+        proposer_model,
+        rationale[:RATIONALE_LIMIT],
+        patch,
+        raw,
+        state="rejected",
+        stage="static",
+        verdict=verdict,
+    )
     return Submitted(cid, False, reason, patch)
 
 

@@ -196,9 +196,12 @@ def decoy_gate(
     cfg = policy.decoy
     if after is None:
         return GateResult(
-            gate="decoy", enabled=cfg.enabled, passed=True, skipped=cfg.enabled,
+            gate="decoy",
+            enabled=cfg.enabled,
+            passed=True,
+            skipped=cfg.enabled,
             note="not run" if cfg.enabled else "off",
-        )  # fmt: skip
+        )
     ni = _part(after, "(a) non-inferiority")
     better = _part(after, "(b) better in some dimension")
     held = after.verdict.value == "accept"

@@ -126,8 +126,9 @@ class ImprovementLoop:
                 "heldout.settled",
                 f"the held-out test of candidate c{cid} was cut short by a stop; it keeps its "
                 f"slot and counts as {'promoted' if state == 'promoted' else 'not promoted'}",
-                level="warning", candidate=cid,
-            )  # fmt: skip
+                level="warning",
+                candidate=cid,
+            )
         await self.rt.emit("acceptance.power", await anyio.to_thread.run_sync(self.power_line))
 
     def power_line(self) -> str:
@@ -206,8 +207,9 @@ class ImprovementLoop:
                 await self.rt.emit(
                     "candidate.resumed",
                     f"candidate c{cid}: evaluating again from a clean start (attempt {attempt})",
-                    candidate=cid, attempt=attempt,
-                )  # fmt: skip
+                    candidate=cid,
+                    attempt=attempt,
+                )
             try:
                 return await self.pipeline.run(cid)
             except BaseException as exc:
@@ -219,8 +221,9 @@ class ImprovementLoop:
             "candidate.abandoned",
             f"candidate c{cid} stays interrupted: outages interrupted its evaluation "
             f"{MAX_REEVALUATIONS + 1} times",
-            level="warning", candidate=cid,
-        )  # fmt: skip
+            level="warning",
+            candidate=cid,
+        )
         return None
 
     async def _wait_out(self, outage: Unavailable, then: str) -> None:
@@ -249,10 +252,17 @@ class ImprovementLoop:
         def record() -> candidates.Submitted:
             self.tried.refresh()
             return candidates.record_parsed(
-                self.lineage, parent, parsed, raw, source=source, proposer_model=model,
-                policy=policy.patch, work_dir=self.rt.work_dir, rationale=rationale,
+                self.lineage,
+                parent,
+                parsed,
+                raw,
+                source=source,
+                proposer_model=model,
+                policy=policy.patch,
+                work_dir=self.rt.work_dir,
+                rationale=rationale,
                 screen=lambda tree: self.tried.screen(parent, tree),
-            )  # fmt: skip
+            )
 
         sub = await anyio.to_thread.run_sync(record)
         if run_id:
@@ -263,14 +273,15 @@ class ImprovementLoop:
             await self.rt.emit(
                 "candidate.rejected",
                 f"candidate c{sub.candidate_id} ({source}) rejected at static: {sub.reason}",
-                candidate=sub.candidate_id, stage="static",
-            )  # fmt: skip
+                candidate=sub.candidate_id,
+                stage="static",
+            )
             return sub
         await self.rt.emit(
             "candidate.proposed",
             f"candidate c{sub.candidate_id} ({source}) passed the static stage",
             candidate=sub.candidate_id,
-        )  # fmt: skip
+        )
         return sub
 
     async def submit_external(self, text: str, rationale: str) -> candidates.Submitted:
@@ -278,9 +289,13 @@ class ImprovementLoop:
         passes the static stage it joins the queue, ahead of the next proposal."""
         parent = await anyio.to_thread.run_sync(self.lineage.current)
         sub = await self._record(
-            parent, parse_proposal(text), text, source="external", model=None,
+            parent,
+            parse_proposal(text),
+            text,
+            source="external",
+            model=None,
             rationale=rationale,
-        )  # fmt: skip
+        )
         if sub.accepted_for_evaluation:
             self.control.queue.append(sub.candidate_id)
             self.control.poke()
@@ -335,9 +350,12 @@ class ImprovementLoop:
                 self._schema, ask.parent, ask.sources, ask.targets
             )
         request = proposal_request(
-            ask.messages, max_tokens=policy.max_tokens, temperature=policy.temperature,
-            schema=schema, seed=secrets.randbelow(2**31),
-        )  # fmt: skip
+            ask.messages,
+            max_tokens=policy.max_tokens,
+            temperature=policy.temperature,
+            schema=schema,
+            seed=secrets.randbelow(2**31),
+        )
         run_id = f"prop-{uuid.uuid4().hex[:12]}"
         charge = Charge(
             model=ask.model.ref, purpose="propose", run_id=run_id, version_id=ask.parent.id
@@ -380,11 +398,14 @@ class ImprovementLoop:
     def _archive(self, live: Version) -> str:
         policy = self.rt.policy.get()
         return archive.build(
-            self.lineage, self.rt.store, live, heldout_ids=self._reached_heldout(),
+            self.lineage,
+            self.rt.store,
+            live,
+            heldout_ids=self._reached_heldout(),
             model=policy.models.primary,
             max_entries=policy.proposer.verdicts_shown,
             budget_tokens=policy.proposer.archive_tokens,
-        )  # fmt: skip
+        )
 
 
 def _encoded(sources: dict[str, str]) -> dict[str, bytes]:

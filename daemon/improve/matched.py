@@ -54,9 +54,13 @@ async def compute_matched_gate(
     ratio = run.decision.estimates.token_ratio
     if not ratio > 1.0:
         return GateResult(
-            gate="compute_matched", passed=True, measured=round(ratio, 4), threshold=1.0,
-            test=TEST, note="the candidate spends no more tokens per task than the parent",
-        )  # fmt: skip
+            gate="compute_matched",
+            passed=True,
+            measured=round(ratio, 4),
+            threshold=1.0,
+            test=TEST,
+            note="the candidate spends no more tokens per task than the parent",
+        )
     k = min(cfg.max_samples, max(1, math.floor(ratio)))
     base = run.parent.by_id()
     runs: dict[str, list[TaskResult]] = {t: [base[t]] for t in run.fed}

@@ -53,9 +53,13 @@ async def decoy_check(rt: Runtime, subject: Subject, run: HeldoutRun, model: str
         return DecoyCheck(0, [], run.decision)
     decoys = pick_decoys(rt, run.slot.block, wins)
     report = await evaluate(
-        rt, subject, split="decoy", task_ids=[t for t in wins if t in decoys], model=model,
+        rt,
+        subject,
+        split="decoy",
+        task_ids=[t for t in wins if t in decoys],
+        model=model,
         decoys=decoys,
-    )  # fmt: skip
+    )
     # A win with no possible decoy (a block of identical questions) cannot be told apart.
     survivors = [t.id for t in report.tasks if t.passed] + [t for t in wins if t not in decoys]
     gone = set(survivors)

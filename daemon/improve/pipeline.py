@@ -76,9 +76,13 @@ class Pipeline:
 
         def lookup() -> tuple[str, EvalReport | None]:
             conditions = run_conditions(
-                policy=self.rt.policy.get(), image=self.rt.image, suite=self.rt.suite(suite_spec),
-                task_ids=ids, model=model, tree_hash=version.tree_hash,
-            )  # fmt: skip
+                policy=self.rt.policy.get(),
+                image=self.rt.image,
+                suite=self.rt.suite(suite_spec),
+                task_ids=ids,
+                model=model,
+                tree_hash=version.tree_hash,
+            )
             key = conditions_key(conditions | {"split": split})
             return key, results.cached_baseline(self.rt.store, version.id, key, ids)
 
@@ -93,15 +97,23 @@ class Pipeline:
             self.lineage.path(version), version.name, version_id=version.id, version=version.name
         )
         report = await evaluate(
-            self.rt, subject, split=split, task_ids=ids, model=model, suite_spec=suite_spec,
-            keep_transcripts=split == "dev", conditions=key,
-        )  # fmt: skip
+            self.rt,
+            subject,
+            split=split,
+            task_ids=ids,
+            model=model,
+            suite_spec=suite_spec,
+            keep_transcripts=split == "dev",
+            conditions=key,
+        )
         await self.rt.emit(
             "baseline.done",
             f"{version.name} {split} {model}: accuracy {report.accuracy:.1%}, "
             f"gap {report.verification_gap:+.1%}, {report.tokens_per_task:.0f} tokens/task",
-            version=version.name, split=split, model=model,
-        )  # fmt: skip
+            version=version.name,
+            split=split,
+            model=model,
+        )
         return report
 
     def _ids(self, split: str, suite_spec: str | None) -> list[str]:
@@ -118,9 +130,13 @@ class Pipeline:
         primary = policy.models.primary
         parent_report = await self.baseline(parent, "heldout", primary, suite_spec=spec)
         report = await evaluate(
-            self.rt, subject, split="heldout", task_ids=self._ids("heldout", spec),
-            model=primary, suite_spec=spec,
-        )  # fmt: skip
+            self.rt,
+            subject,
+            split="heldout",
+            task_ids=self._ids("heldout", spec),
+            model=primary,
+            suite_spec=spec,
+        )
         return security_gate(parent_report, report, cfg)
 
     # ---- the stages ----------------------------------------------------------------------
@@ -172,9 +188,12 @@ class Pipeline:
         stage = await anyio.to_thread.run_sync(mark)
         if stage is not None:
             await self.rt.emit(
-                "candidate.interrupted", f"candidate c{cid} interrupted at {stage}: {reason}",
-                candidate=cid, stage=stage, reason=reason,
-            )  # fmt: skip
+                "candidate.interrupted",
+                f"candidate c{cid} interrupted at {stage}: {reason}",
+                candidate=cid,
+                stage=stage,
+                reason=reason,
+            )
 
     async def _evaluate(
         self, cid: int, parent: Version, tree: Path, patch: str
@@ -187,9 +206,13 @@ class Pipeline:
         if policy.pipeline.smoke:
             await self._stage(cid, "smoke")
             smoke = await evaluate(
-                self.rt, subject, split="smoke", task_ids=splits.dev[:1], model=primary,
+                self.rt,
+                subject,
+                split="smoke",
+                task_ids=splits.dev[:1],
+                model=primary,
                 keep_transcripts=True,
-            )  # fmt: skip
+            )
             failed = [t for t in smoke.tasks if t.error in SMOKE_FAILURES]
             if failed:
                 why = f"smoke task {failed[0].id}: {failed[0].detail}"
@@ -198,9 +221,13 @@ class Pipeline:
         await self._stage(cid, "dev")
         parent_dev = await self.baseline(parent, "dev", primary)
         dev = await evaluate(
-            self.rt, subject, split="dev", task_ids=splits.dev, model=primary,
+            self.rt,
+            subject,
+            split="dev",
+            task_ids=splits.dev,
+            model=primary,
             keep_transcripts=True,
-        )  # fmt: skip
+        )
         slack = policy.pipeline.dev_max_regression
         screen = GateResult(
             gate="dev_screen",
@@ -296,8 +323,11 @@ class Pipeline:
             f"candidate c{cid}: held-out test, epoch {t.epoch} candidate {t.position}, alpha "
             f"{t.alpha:.3g} of the lineage's {slot.settings.alpha:g}, {block} {t.block_index} "
             f"({len(slot.block)} tasks)",
-            candidate=cid, epoch=t.epoch, position=t.position, alpha=t.alpha,
-        )  # fmt: skip
+            candidate=cid,
+            epoch=t.epoch,
+            position=t.position,
+            alpha=t.alpha,
+        )
         if slot.changed:
             await self.rt.emit(
                 "heldout.pinned",
@@ -322,8 +352,10 @@ class Pipeline:
             await self.rt.emit(
                 "version.promoted",
                 f"candidate c{cid} accepted: {version.name} is live ({verdict.reason})",
-                candidate=cid, version=version.name, gates=verdict.deciding(),
-            )  # fmt: skip
+                candidate=cid,
+                version=version.name,
+                gates=verdict.deciding(),
+            )
             return
         await anyio.to_thread.run_sync(
             lambda: self.lineage.set_candidate(cid, "rejected", verdict.stage, verdict)
@@ -333,5 +365,8 @@ class Pipeline:
         await self.rt.emit(
             "candidate.rejected",
             f"candidate c{cid} rejected at {verdict.stage}: {verdict.reason}",
-            candidate=cid, stage=verdict.stage, failed=verdict.failed, gates=verdict.deciding(),
-        )  # fmt: skip
+            candidate=cid,
+            stage=verdict.stage,
+            failed=verdict.failed,
+            gates=verdict.deciding(),
+        )

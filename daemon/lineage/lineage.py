@@ -291,9 +291,15 @@ class Lineage:
             now = time.time()
             with self._unrecorded_on_failure(name), self.store.tx() as conn:
                 versions.insert_version(
-                    conn, version_id=1, name=name, parent_id=None, candidate_id=None,
-                    created=now, tree_hash=digest, message=seed_message(name, seed_dir.name),
-                )  # fmt: skip
+                    conn,
+                    version_id=1,
+                    name=name,
+                    parent_id=None,
+                    candidate_id=None,
+                    created=now,
+                    tree_hash=digest,
+                    message=seed_message(name, seed_dir.name),
+                )
                 versions.insert_pointer(
                     conn, ts=now, version_id=1, reason=f"seed: {seed_dir.name}", candidate_id=None
                 )
@@ -328,13 +334,22 @@ class Lineage:
             now = time.time()
             with self._unrecorded_on_failure(name), self.store.tx() as conn:
                 versions.insert_version(
-                    conn, version_id=new_id, name=name, parent_id=parent.id,
-                    candidate_id=candidate_id, created=now, tree_hash=digest, message=message,
-                )  # fmt: skip
-                versions.insert_pointer(
-                    conn, ts=now, version_id=new_id, reason=f"promote: candidate {candidate_id}",
+                    conn,
+                    version_id=new_id,
+                    name=name,
+                    parent_id=parent.id,
                     candidate_id=candidate_id,
-                )  # fmt: skip
+                    created=now,
+                    tree_hash=digest,
+                    message=message,
+                )
+                versions.insert_pointer(
+                    conn,
+                    ts=now,
+                    version_id=new_id,
+                    reason=f"promote: candidate {candidate_id}",
+                    candidate_id=candidate_id,
+                )
                 candidates.mark_accepted(conn, candidate_id, verdict, now)
             self.checkpoint("db:committed")
             self._finish()
@@ -367,9 +382,12 @@ class Lineage:
             now = time.time()
             with self.store.tx() as conn:
                 versions.insert_pointer(
-                    conn, ts=now, version_id=target.id, reason=f"{ROLLBACK}: {reason.strip()}",
+                    conn,
+                    ts=now,
+                    version_id=target.id,
+                    reason=f"{ROLLBACK}: {reason.strip()}",
                     candidate_id=None,
-                )  # fmt: skip
+                )
             self.checkpoint("db:committed")
             self._finish()
             return target

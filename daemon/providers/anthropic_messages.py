@@ -210,10 +210,13 @@ class AnthropicProvider(EstimatesPromptTokens):
         """List the models once: any answer but 429/5xx means the server is back."""
         client = self._client.with_options(max_retries=0, timeout=PROBE_TIMEOUT_S)
         await probe(
-            self.ref, self._base_url, client.models.list,
-            status_error=anthropic.APIStatusError, connection_error=anthropic.APIConnectionError,
+            self.ref,
+            self._base_url,
+            client.models.list,
+            status_error=anthropic.APIStatusError,
+            connection_error=anthropic.APIConnectionError,
             any_error=anthropic.APIError,
-        )  # fmt: skip
+        )
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -192,10 +192,13 @@ class OpenAIProvider(EstimatesPromptTokens):
         """List the models once: any answer but 429/5xx means the server is back."""
         client = self._client.with_options(max_retries=0, timeout=PROBE_TIMEOUT_S)
         await probe(
-            self.ref, self._base_url, client.models.list,
-            status_error=openai.APIStatusError, connection_error=openai.APIConnectionError,
+            self.ref,
+            self._base_url,
+            client.models.list,
+            status_error=openai.APIStatusError,
+            connection_error=openai.APIConnectionError,
             any_error=openai.APIError,
-        )  # fmt: skip
+        )
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -53,11 +53,14 @@ __all__ = [
 ]
 
 _VALID = (
-    "'bfcl:<categories>' (comma-separated, from: " + ", ".join(CATEGORIES) + "; or from: "
-    + ", ".join(MULTI_TURN) + "), 'humaneval', 'agentdojo:<suite>' or "
+    "'bfcl:<categories>' (comma-separated, from: "
+    + ", ".join(CATEGORIES)
+    + "; or from: "
+    + ", ".join(MULTI_TURN)
+    + "), 'humaneval', 'agentdojo:<suite>' or "
     "'agentdojo:<suite>:injections' (suite: " + ", ".join(AGENTDOJO) + "), "
     "or 'file:PATH' (a .jsonl file of your own tasks, or a folder of them)"
-)  # fmt: skip
+)
 _loaded: dict[tuple[str, Path], Suite] = {}
 _mixes: dict[tuple[str, str], MixedSuite] = {}
 _lock = threading.Lock()
@@ -150,9 +153,12 @@ def _splits(suite: Suite, p: SuitePolicy, seed: str) -> Splits:
     if isinstance(suite, MixedSuite):
         return suite.splits(seed=seed, dev_size=p.dev_size, heldout_size=p.heldout_size)
     return split(
-        suite.task_ids(), seed=seed, dev_size=p.dev_size, heldout_size=p.heldout_size,
+        suite.task_ids(),
+        seed=seed,
+        dev_size=p.dev_size,
+        heldout_size=p.heldout_size,
         suite=f"suite '{p.name}'",
-    )  # fmt: skip
+    )
 
 
 def check_suite(policy: Policy, cache_dir: Path) -> None:
@@ -180,9 +186,12 @@ def check_suite(policy: Policy, cache_dir: Path) -> None:
     if policy.gates.security.enabled:  # its injection split is split the same way
         spec = policy.gates.security.injection_suite(p.name)
         split(
-            load_suite(spec, cache_dir).task_ids(), seed=seed, dev_size=p.dev_size,
-            heldout_size=p.heldout_size, suite=f"suite '{spec}'",
-        )  # fmt: skip
+            load_suite(spec, cache_dir).task_ids(),
+            seed=seed,
+            dev_size=p.dev_size,
+            heldout_size=p.heldout_size,
+            suite=f"suite '{spec}'",
+        )
     with _lock:
         _loaded.update(fresh)
 

@@ -96,9 +96,14 @@ class EnvWorker:
 
     async def _spawn(self) -> None:
         proc = await anyio.open_process(
-            command(), env=worker_env(), cwd="/", start_new_session=True,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            command(),
+            env=worker_env(),
+            cwd="/",
+            start_new_session=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         self._proc = proc
         assert proc.stdout is not None and proc.stderr is not None
         self._out = BufferedByteReceiveStream(proc.stdout)
@@ -153,8 +158,12 @@ class EnvWorker:
         except TimeoutError:
             await self.kill()
             raise _Dead(f"no reply within {limit_s:g} s", timed_out=True) from None
-        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.IncompleteRead,
-                anyio.DelimiterNotFound) as exc:  # fmt: skip
+        except (
+            anyio.EndOfStream,
+            anyio.BrokenResourceError,
+            anyio.IncompleteRead,
+            anyio.DelimiterNotFound,
+        ) as exc:
             await self.kill()
             raise _Dead(f"the worker ended ({type(exc).__name__})") from None
         return json.loads(line)
@@ -248,9 +257,14 @@ def run_once(op: str, args: dict[str, Any], *, timeout_s: float) -> Any:
     frames = wire.encode({"op": op, "args": args})
     try:
         proc = subprocess.run(
-            command(), input=frames, capture_output=True, env=worker_env(), cwd="/",
-            timeout=timeout_s, check=False,
-        )  # fmt: skip
+            command(),
+            input=frames,
+            capture_output=True,
+            env=worker_env(),
+            cwd="/",
+            timeout=timeout_s,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         raise EnvironmentFailed(f"the tool environment's {op} took over {timeout_s:g} s") from None
     lines = proc.stdout.splitlines()

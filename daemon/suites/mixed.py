@@ -76,13 +76,19 @@ class MixedSuite:
     def splits(self, *, seed: str, dev_size: int, heldout_size: int) -> Splits:
         """The dev split of the dev suite and the held-out pool of the held-out suite."""
         dev = split(
-            self.dev.task_ids(), seed=seed, dev_size=dev_size, heldout_size=0,
+            self.dev.task_ids(),
+            seed=seed,
+            dev_size=dev_size,
+            heldout_size=0,
             suite=f"the dev suite '{self.dev.name}'",
-        ).dev  # fmt: skip
+        ).dev
         pool = split(
-            self.heldout.task_ids(), seed=seed, dev_size=0, heldout_size=heldout_size,
+            self.heldout.task_ids(),
+            seed=seed,
+            dev_size=0,
+            heldout_size=heldout_size,
             suite=f"the held-out suite '{self.heldout.name}'",
-        ).heldout  # fmt: skip
+        ).heldout
         return Splits(dev=[DEV + t for t in dev], heldout=[HELDOUT + t for t in pool])
 
 

@@ -26,11 +26,29 @@ if TYPE_CHECKING:
 # Type names a "not plain data" reply may show in a verdict; any other name the candidate
 # sends is replaced by "another type", so its choice of name can carry no message out.
 _SHOWN_TYPES = {n for n, v in vars(builtins).items() if isinstance(v, type)} | {
-    "generator", "function", "builtin_function_or_method", "method", "module", "coroutine",
-    "async_generator", "dict_keys", "dict_values", "dict_items", "list_iterator",
-    "tuple_iterator", "set_iterator", "str_iterator", "range_iterator", "NoneType",
-    "deque", "Decimal", "Fraction", "datetime", "date", "ndarray",
-}  # fmt: skip
+    "generator",
+    "function",
+    "builtin_function_or_method",
+    "method",
+    "module",
+    "coroutine",
+    "async_generator",
+    "dict_keys",
+    "dict_values",
+    "dict_items",
+    "list_iterator",
+    "tuple_iterator",
+    "set_iterator",
+    "str_iterator",
+    "range_iterator",
+    "NoneType",
+    "deque",
+    "Decimal",
+    "Fraction",
+    "datetime",
+    "date",
+    "ndarray",
+}
 
 
 class CandidateFault(BaseException):

@@ -329,12 +329,23 @@ def _finisher(
         try:
             payload, mac, failed = sealed(events)
         except _base:  # anything the harness left half-changed: a bare failure, still sealed
-            payload, mac = seal({"output": None, "claimed_success": False,
-                                 "error": "RuntimeError: the answer could not be read",
-                                 "tamper": [d for w, d in events if w == "tamper"]})  # fmt: skip
+            payload, mac = seal(
+                {
+                    "output": None,
+                    "claimed_success": False,
+                    "error": "RuntimeError: the answer could not be read",
+                    "tamper": [d for w, d in events if w == "tamper"],
+                }
+            )
             failed = True
-        frame, _ = seal({"v": _version, "id": "submit", "op": "submit",
-                         "args": {"payload": payload, "mac": mac}})  # fmt: skip
+        frame, _ = seal(
+            {
+                "v": _version,
+                "id": "submit",
+                "op": "submit",
+                "args": {"payload": payload, "mac": mac},
+            }
+        )
         code = _failed if failed else _ok
         try:
             send((frame + "\n").encode("utf-8"))

@@ -65,8 +65,9 @@ class Replayed:
         found = self._answers.get(request.model_dump_json())
         if found is None:
             self.misses += 1
-            return ChatResponse(content="", usage=Usage(prompt_tokens=1, completion_tokens=1),
-                                model=MODEL)  # fmt: skip
+            return ChatResponse(
+                content="", usage=Usage(prompt_tokens=1, completion_tokens=1), model=MODEL
+            )
         return found
 
     async def prompt_tokens(self, request: ChatRequest) -> int:
@@ -146,8 +147,11 @@ async def main(args: argparse.Namespace) -> None:
             for c in tool_calls:
                 await local.chat(_plain(c.request))
             without_grammar = time.perf_counter() - start
-            print(f"  (tool-call requests {with_grammar:.1f} s, as plain chat "
-                  f"{without_grammar:.1f} s)", flush=True)  # fmt: skip
+            print(
+                f"  (tool-call requests {with_grammar:.1f} s, as plain chat "
+                f"{without_grammar:.1f} s)",
+                flush=True,
+            )
 
             replayed = Replayed(calls)
             _use(rt, replayed)
@@ -164,8 +168,10 @@ async def main(args: argparse.Namespace) -> None:
 
     same = [a.passed for a in report1.tasks] == [b.passed for b in report0.tasks]  # type: ignore[attr-defined]
     n = len(ids)
-    print(f"{n} held-out BFCL simple tasks, {len(calls)} model calls "
-          f"({len(tool_calls)} with tools), seed harness, {MODEL}")  # fmt: skip
+    print(
+        f"{n} held-out BFCL simple tasks, {len(calls)} model calls "
+        f"({len(tool_calls)} with tools), seed harness, {MODEL}"
+    )
     print(f"{'':<48} {'seconds':>9}    ratio to the bare replay")
     print(row("bare replay of the same requests", bare, bare))
     print(row("eval, 1 sandbox", wall1, bare, f"{wall1 / n:.2f} s/task"))
@@ -175,8 +181,14 @@ async def main(args: argparse.Namespace) -> None:
     print(row("eval with replayed answers (daemon's own cost)", wall0, bare, note))
     print(row("verifier alone (host checker)", verifier, bare))
     print(row("tool-call requests, with grammar", with_grammar, bare))
-    print(row("the same prompts as plain chat", without_grammar, bare,
-              f"grammar share {with_grammar / max(without_grammar, 1e-9):.2f}x"))  # fmt: skip
+    print(
+        row(
+            "the same prompts as plain chat",
+            without_grammar,
+            bare,
+            f"grammar share {with_grammar / max(without_grammar, 1e-9):.2f}x",
+        )
+    )
     rest = wall1 - model_in_eval
     print(
         f"split of the 1-sandbox eval: model {model_in_eval / wall1:.0%}, "

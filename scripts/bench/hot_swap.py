@@ -48,9 +48,10 @@ PATCH = (
 def _two_versions(lineage: Lineage, work: Path) -> None:
     seed = lineage.init_seed(ROOT / "seeds" / "minimal")
     line = next(
-        x for x in (lineage.path(seed) / "harness.py").read_text().splitlines()
+        x
+        for x in (lineage.path(seed) / "harness.py").read_text().splitlines()
         if x.startswith("MAX_STEPS = 4")
-    )  # fmt: skip
+    )
     text = PATCH.format(tail=line.removeprefix("MAX_STEPS = 4") + "\n")
     proposal = parse_proposal(text)
     assert isinstance(proposal, Proposal), proposal
@@ -129,15 +130,23 @@ async def main(args: argparse.Namespace) -> None:
                 versions.update(served)
                 switches += sw
         store.close()
-    print(f"{args.clients} clients asking back to back, {args.rounds} x {args.seconds:.0f} s "
-          f"per phase, a switch every {args.every} s while switching")  # fmt: skip
-    print(f"  switches: {len(switches)}, latency median {median(switches) * 1000:.0f} ms, "
-          f"max {max(switches, default=0) * 1000:.0f} ms")  # fmt: skip
-    print(f"  calm:      {served_calm} served, {drops['calm']} dropped, "
-          f"median request {median(calm):.2f} s")  # fmt: skip
-    print(f"  switching: {served_busy} served, {drops['switching']} dropped, "
-          f"median request {median(busy):.2f} s = {median(busy) / median(calm):.2f}x calm; "
-          f"served by {dict(versions)}")  # fmt: skip
+    print(
+        f"{args.clients} clients asking back to back, {args.rounds} x {args.seconds:.0f} s "
+        f"per phase, a switch every {args.every} s while switching"
+    )
+    print(
+        f"  switches: {len(switches)}, latency median {median(switches) * 1000:.0f} ms, "
+        f"max {max(switches, default=0) * 1000:.0f} ms"
+    )
+    print(
+        f"  calm:      {served_calm} served, {drops['calm']} dropped, "
+        f"median request {median(calm):.2f} s"
+    )
+    print(
+        f"  switching: {served_busy} served, {drops['switching']} dropped, "
+        f"median request {median(busy):.2f} s = {median(busy) / median(calm):.2f}x calm; "
+        f"served by {dict(versions)}"
+    )
 
 
 if __name__ == "__main__":

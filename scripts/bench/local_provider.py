@@ -55,9 +55,11 @@ def _requests(task_ids: list[str], max_tokens: int) -> list[dict[str, ChatReques
 async def main(args: argparse.Namespace) -> None:
     print(f"machine: {machine()}")
     ids = split(
-        load_suite("bfcl:simple", asset_cache()).task_ids(), seed="bench", dev_size=2,
+        load_suite("bfcl:simple", asset_cache()).task_ids(),
+        seed="bench",
+        dev_size=2,
         heldout_size=args.tasks,
-    ).heldout  # fmt: skip
+    ).heldout
     requests = _requests(ids, args.max_tokens)
     seconds: dict[str, list[float]] = defaultdict(list)
     per_token: dict[str, list[float]] = defaultdict(list)
@@ -82,8 +84,10 @@ async def main(args: argparse.Namespace) -> None:
                     await timed(name, variants[name])
                 await timed("plain, prefix hit", variants["plain"])
     base, base_token = median(seconds["plain"]), median(per_token["plain"])
-    print(f"{len(ids)} BFCL simple prompts (median {median([float(p) for p in prompt_tokens]):.0f} "
-          f"prompt tokens), max_tokens {args.max_tokens}, {args.rounds} round(s)")  # fmt: skip
+    print(
+        f"{len(ids)} BFCL simple prompts (median {median([float(p) for p in prompt_tokens]):.0f} "
+        f"prompt tokens), max_tokens {args.max_tokens}, {args.rounds} round(s)"
+    )
     print(f"  {'variant':<20} {'s/request':>10} {'ratio':>7} {'ms/token':>9} {'ratio':>7}")
     for name in ("plain", "tools", "schema", "plain, prefix hit"):
         s, t = median(seconds[name]), median(per_token[name])

@@ -63,8 +63,10 @@ def main(args: argparse.Namespace) -> None:
         log = (root / "daemon.log").open("w")
         proc = subprocess.Popen(
             [sys.executable, "-m", "daemon.cli", "--config", str(root / "harnessd.toml"), "serve"],
-            stdout=subprocess.DEVNULL, stderr=log, cwd=root,
-        )  # fmt: skip
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            cwd=root,
+        )
         samples: dict[int, float] = {}
         try:
             next_mark = 0
@@ -86,8 +88,10 @@ def main(args: argparse.Namespace) -> None:
                 time.sleep(0.2)
             with ControlClient(state / "control.sock", timeout=30) as c:
                 newest = c.call("lineage", candidates=2)["candidates"]
-            print(f"  candidates recorded: {newest[0]['id'] if newest else 0}, newest: "
-                  f"{[(x['state'], x['stage']) for x in newest]}")  # fmt: skip
+            print(
+                f"  candidates recorded: {newest[0]['id'] if newest else 0}, newest: "
+                f"{[(x['state'], x['stage']) for x in newest]}"
+            )
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=120)
@@ -95,8 +99,10 @@ def main(args: argparse.Namespace) -> None:
     base = samples.get(50, samples[0])
     last = max(samples)
     per_100 = (samples[last] - base) / max((last - 50) / 100, 1e-9)
-    print(f"growth after warm-up: {samples[last] / base:.3f}x from cycle 50 to {last} "
-          f"({per_100:+.2f} MiB per 100 cycles)")  # fmt: skip
+    print(
+        f"growth after warm-up: {samples[last] / base:.3f}x from cycle 50 to {last} "
+        f"({per_100:+.2f} MiB per 100 cycles)"
+    )
 
 
 if __name__ == "__main__":

@@ -91,9 +91,13 @@ async def run_units(
     async def one(n: int) -> None:
         async with limiter:
             run = await executor.run(
-                image=image, harness_dir=harness, task=task(n), handler=FixedLatency(latency),
-                limits=LIMITS, labels=labels,
-            )  # fmt: skip
+                image=image,
+                harness_dir=harness,
+                task=task(n),
+                handler=FixedLatency(latency),
+                limits=LIMITS,
+                labels=labels,
+            )
         if run.error is not None:
             failures.append(f"{run.error}: {run.outcome.output[-300:]}")
 
@@ -130,9 +134,10 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     units = slots * args.rounds
                     wall = await run_units(ray, image, harness, units, slots, args.latency)
                     results[f"nodes_{nodes}"] = {
-                        "units": units, "wall_s": round(wall, 2),
+                        "units": units,
+                        "wall_s": round(wall, 2),
                         "units_per_s": round(units / wall, 3),
-                    }  # fmt: skip
+                    }
                     print(json.dumps({f"nodes_{nodes}": results[f"nodes_{nodes}"]}), flush=True)
     base = results["nodes_1"]["units_per_s"]
     for nodes in (2, 4):
@@ -153,9 +158,11 @@ async def overhead(
             times[name].append(await run_units(executor, image, harness, 1, 1, 0.0))
     local_s, ray_s = statistics.median(times["local"]), statistics.median(times["ray"])
     return {
-        "local_unit_s": round(local_s, 3), "ray_unit_s": round(ray_s, 3),
-        "ray_overhead_s": round(ray_s - local_s, 3), "units_each": args.overhead_units,
-    }  # fmt: skip
+        "local_unit_s": round(local_s, 3),
+        "ray_unit_s": round(ray_s, 3),
+        "ray_overhead_s": round(ray_s - local_s, 3),
+        "units_each": args.overhead_units,
+    }
 
 
 async def _quiet(kind: str, message: str, **data: Any) -> None:
@@ -166,9 +173,11 @@ def machine() -> dict[str, Any]:
     import os
 
     return {
-        "cpus": os.cpu_count(), "platform": platform.platform(),
-        "python": platform.python_version(), "load_avg_1m": round(os.getloadavg()[0], 1),
-    }  # fmt: skip
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "load_avg_1m": round(os.getloadavg()[0], 1),
+    }
 
 
 def main() -> None:

@@ -74,8 +74,12 @@ def edit_policy(path: Path, edits: list[tuple[str, str]]) -> None:
 def ctl(work: Path, *args: str, timeout: float = 120) -> Any:
     proc = subprocess.run(
         [PY, "-m", "daemon.control.ctl", "--config", str(work / "harnessd.toml"), "--json", *args],
-        capture_output=True, text=True, timeout=timeout, check=False, cwd=ROOT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=ROOT,
+    )
     if not proc.stdout.strip():
         raise RuntimeError(f"harnessctl {' '.join(args)}: {proc.stderr.strip()}")
     return json.loads(proc.stdout)
@@ -107,8 +111,11 @@ def start(
     log = (work / "daemon.log").open("ab")
     proc = subprocess.Popen(
         [PY, "-m", "daemon.cli", "--config", str(work / "harnessd.toml"), "serve"],
-        stdout=log, stderr=log, cwd=ROOT, env=env,
-    )  # fmt: skip
+        stdout=log,
+        stderr=log,
+        cwd=ROOT,
+        env=env,
+    )
     deadline = time.monotonic() + 600
     while not (work / "state" / "control.sock").exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -199,10 +206,24 @@ def main() -> int:
             path.write_text(text)
             began = time.monotonic()
             reply = subprocess.run(
-                [PY, "-m", "daemon.control.ctl", "--config", str(work / "harnessd.toml"),
-                 "--json", "propose", str(path), "--rationale", f"demo: {step}"],
-                capture_output=True, text=True, timeout=600, check=False, cwd=ROOT,
-            )  # fmt: skip
+                [
+                    PY,
+                    "-m",
+                    "daemon.control.ctl",
+                    "--config",
+                    str(work / "harnessd.toml"),
+                    "--json",
+                    "propose",
+                    str(path),
+                    "--rationale",
+                    f"demo: {step}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+                cwd=ROOT,
+            )
             if reply.returncode != 0:
                 why = (reply.stderr.strip() or reply.stdout.strip())[:600]
                 out += [f"### {step}: rejected at static", "", why, ""]

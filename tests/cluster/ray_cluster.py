@@ -155,9 +155,13 @@ class LocalCluster:
         for attempt in range(ATTEMPTS):
             node = self._start(
                 f"worker{len(self.nodes)}-{attempt}",
-                [f"--address={self.address}", f"--num-cpus={cpus}",
-                 f"--resources={resources}", *_port_args()],
-            )  # fmt: skip
+                [
+                    f"--address={self.address}",
+                    f"--num-cpus={cpus}",
+                    f"--resources={resources}",
+                    *_port_args(),
+                ],
+            )
             if self._started(node):
                 return node
         raise RuntimeError(f"ray worker node did not start: {node.log.read_text()[-2000:]}")
@@ -176,9 +180,12 @@ class LocalCluster:
         )
         try:
             subprocess.run(
-                [sys.executable, "-c", code, RESOURCE, str(want)], env=self.env,
-                capture_output=True, timeout=START_TIMEOUT_S, check=True,
-            )  # fmt: skip
+                [sys.executable, "-c", code, RESOURCE, str(want)],
+                env=self.env,
+                capture_output=True,
+                timeout=START_TIMEOUT_S,
+                check=True,
+            )
         except (subprocess.SubprocessError, OSError) as exc:
             logs = "\n".join(f"{n.name}: {n.log.read_text()[-2000:]}" for n in self.nodes)
             raise RuntimeError(
@@ -217,9 +224,15 @@ def local_cluster(workers: int = 1, capacity: int = 2) -> Iterator[LocalCluster]
         for attempt in range(ATTEMPTS):
             head = cluster._start(
                 "head",
-                [f"--port={port}", "--head", "--num-cpus=0", "--include-dashboard=false",
-                 f"--temp-dir={temp_dir}", *_port_args()],
-            )  # fmt: skip
+                [
+                    f"--port={port}",
+                    "--head",
+                    "--num-cpus=0",
+                    "--include-dashboard=false",
+                    f"--temp-dir={temp_dir}",
+                    *_port_args(),
+                ],
+            )
             if cluster._started(head):
                 break
             if attempt == ATTEMPTS - 1:

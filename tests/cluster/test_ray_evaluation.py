@@ -113,10 +113,26 @@ def _verdicts(report: dict[str, Any]) -> list[tuple[str, bool, Any]]:
 
 def _eval_cli(config: Path, harness: Path, executor: str, env: dict[str, str]) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-m", "daemon.cli", "--config", str(config), "eval", str(harness),
-         "--split", "heldout", "--executor", executor, "--json"],
-        capture_output=True, text=True, env=env, timeout=600, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "daemon.cli",
+            "--config",
+            str(config),
+            "eval",
+            str(harness),
+            "--split",
+            "heldout",
+            "--executor",
+            executor,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report: dict[str, Any] = json.loads(done.stdout)
     return report
@@ -146,8 +162,11 @@ def test_harnessd_eval_on_ray_gives_the_local_verdicts(
 
 async def _node_leftovers(instance: str) -> tuple[list[str], list[Path]]:
     async with DockerEngine.connected() as engine:
-        names = [n for n in await engine.instances() if (m := OWNER.match(n))
-                 and m["instance"] == instance]  # fmt: skip
+        names = [
+            n
+            for n in await engine.instances()
+            if (m := OWNER.match(n)) and m["instance"] == instance
+        ]
     roots = list(runs_root("x").parent.glob(f"{ROOT_PREFIX}{instance}-n*/run-*"))
     return names, roots
 

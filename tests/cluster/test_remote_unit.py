@@ -48,19 +48,25 @@ async def front(tmp_path: Path) -> AsyncIterator[GatewayFront]:
 def spec_for(sandbox: Sandbox, front: GatewayFront, harness: Path, capability: str) -> tuple:
     h, g = read_tree(harness), read_tree(GUEST_DIR)
     spec = UnitSpec(
-        image=sandbox.image, launch=GUEST, limits=SMALL, labels=sandbox.labels,
-        harness_digest=tree_digest(h), guest_digest=tree_digest(g),
+        image=sandbox.image,
+        launch=GUEST,
+        limits=SMALL,
+        labels=sandbox.labels,
+        harness_digest=tree_digest(h),
+        guest_digest=tree_digest(g),
         endpoint=Endpoint(front.host, front.port, front.identity.cert_pem),
         capability=capability,
-    )  # fmt: skip
+    )
     return spec, h, g
 
 
 async def node_containers(sandbox: Sandbox) -> list[object]:
     found: list[object] = await sandbox.engine.call(
-        "listing", sandbox.engine.api.containers, all=True,
+        "listing",
+        sandbox.engine.api.containers,
+        all=True,
         filters={"label": f"{INSTANCE}={owner_instance(sandbox.instance)}"},
-    )  # fmt: skip
+    )
     return found
 
 
@@ -111,9 +117,12 @@ async def test_the_node_removes_what_a_dead_unit_process_left(sandbox: Sandbox) 
 
     dead = owner_instance(sandbox.instance, pid=2**22 + secrets.randbelow(1000))
     created = await sandbox.engine.call(
-        "creating", sandbox.engine.api.create_container, sandbox.image, ["true"],
+        "creating",
+        sandbox.engine.api.create_container,
+        sandbox.image,
+        ["true"],
         labels={INSTANCE: dead},
-    )  # fmt: skip
+    )
     root = runs_root(dead)
     (root / "run-0").mkdir(parents=True)
     assert await reap_dead_owners(sandbox.engine) >= 1

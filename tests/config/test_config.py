@@ -122,8 +122,11 @@ def test_bad_config_exits_2_with_one_line_and_starts_nothing(tmp_path: Path) -> 
     cfg.write_text(f'state_dir = "{tmp_path / "state"}"\nlog_levle = "info"\n')
     proc = subprocess.run(
         [sys.executable, "-m", "daemon.cli", "--config", str(cfg), "serve"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -135,8 +138,11 @@ def test_bad_config_exits_2_with_one_line_and_starts_nothing(tmp_path: Path) -> 
     cfg.write_text(f'state_dir = "{tmp_path / "state"}"\npolicy = "{policy}"\n')
     proc = subprocess.run(
         [sys.executable, "-m", "daemon.cli", "--config", str(cfg), "serve"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1, proc.stderr
     assert "bad.toml: key 'sandbox.cpus'" in proc.stderr

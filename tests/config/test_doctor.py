@@ -14,8 +14,12 @@ def _doctor(tmp_path: Path, asset_cache: Path, **env: str) -> subprocess.Complet
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESSD_")} | env
     return subprocess.run(
         [sys.executable, "-m", "daemon.cli", "--config", str(cfg), "doctor"],
-        capture_output=True, text=True, timeout=120, env=full_env, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=full_env,
+        check=False,
+    )
 
 
 def test_doctor_with_engine_unreachable_names_problem_and_fix(
@@ -36,7 +40,10 @@ def test_doctor_reports_bad_config_with_file_and_key(tmp_path: Path, asset_cache
     cfg.write_text("log_levle = 'info'\n")
     proc = subprocess.run(
         [sys.executable, "-m", "daemon.cli", "--config", str(cfg), "doctor"],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 1
     assert f"FAIL config: {cfg}: unknown key 'log_levle'" in proc.stdout

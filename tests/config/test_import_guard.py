@@ -40,8 +40,11 @@ def test_a_shadowing_daemon_package_is_reported_clearly(tmp_path: Path) -> None:
     )
     proc = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path), str(ROOT)],
-        capture_output=True, text=True, check=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     assert "import name 'daemon' resolves to" in proc.stdout
     assert str(fake / "__init__.py") in proc.stdout
     assert "pip uninstall python-daemon" in proc.stdout

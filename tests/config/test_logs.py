@@ -31,16 +31,24 @@ def _stderr_of(fmt: str, *, terminal: bool) -> str:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     if not terminal:
         done = subprocess.run(
-            [sys.executable, "-c", LOG_ONE, fmt], capture_output=True, text=True, env=env,
-            check=True, timeout=60,
-        )  # fmt: skip
+            [sys.executable, "-c", LOG_ONE, fmt],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+            timeout=60,
+        )
         return done.stderr
     main, child = os.openpty()
     try:
         subprocess.run(
-            [sys.executable, "-c", LOG_ONE, fmt], stderr=child, stdout=subprocess.DEVNULL,
-            env=env, check=True, timeout=60,
-        )  # fmt: skip
+            [sys.executable, "-c", LOG_ONE, fmt],
+            stderr=child,
+            stdout=subprocess.DEVNULL,
+            env=env,
+            check=True,
+            timeout=60,
+        )
         os.close(child)
         chunks = []
         while True:

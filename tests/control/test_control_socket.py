@@ -39,17 +39,23 @@ def test_garbage_oversize_and_unknown_verbs_get_errors_and_daemon_stays_up(
         running_daemon,
         b"this is not json\n"
         b"[1, 2, 3]\n"
-        + b"x" * (MAX_MESSAGE + 10) + b"\n"
+        + b"x" * (MAX_MESSAGE + 10)
+        + b"\n"
         + b'{"v": 1, "id": 7, "verb": "explode", "args": {}}\n'
         + b'{"v": 99, "id": 8, "verb": "status", "args": {}}\n'
         + b'{"v": 1, "id": 9, "verb": "show", "args": []}\n'
         + b'{"v": 1, "id": 10, "verb": "status", "args": {}}\n',
-    )  # fmt: skip
+    )
     codes = [r.get("error", {}).get("code") if not r["ok"] else "ok" for r in replies]  # type: ignore[union-attr]
     assert codes == [
-        "bad_frame", "bad_frame", "too_large", "unknown_verb", "unsupported_version",
-        "bad_args", "ok",
-    ]  # fmt: skip
+        "bad_frame",
+        "bad_frame",
+        "too_large",
+        "unknown_verb",
+        "unsupported_version",
+        "bad_args",
+        "ok",
+    ]
     assert replies[-1]["id"] == 10
     with running_daemon.client() as c:
         assert c.call("status")["pid"] == running_daemon.proc.pid
@@ -95,8 +101,11 @@ def test_second_daemon_on_same_state_dir_is_refused(
 
     proc = subprocess.run(
         [sys.executable, "-m", "daemon.cli", "--config", str(running_daemon.config), "serve"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 4
     assert f"another harnessd (pid {running_daemon.proc.pid}) holds the state dir" in proc.stderr
 
@@ -137,9 +146,12 @@ def test_a_peer_with_another_uid_is_refused(asset_cache: Path) -> None:
         )
         proc = subprocess.run(
             ["/usr/bin/python3", "-c", code, str(daemon.socket)],
-            capture_output=True, text=True, timeout=30, check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
             preexec_fn=lambda: os.setuid(65534),
-        )  # fmt: skip
+        )
         assert proc.returncode == 0, proc.stderr
         reply = json.loads(proc.stdout)
         assert reply["ok"] is False and reply["error"]["code"] == "forbidden"
@@ -164,8 +176,11 @@ def test_state_without_its_lineage_folder_is_a_clear_error(
     shutil.rmtree(tmp_path / "harnesses")
     proc = subprocess.run(
         [sys.executable, "-m", "daemon.cli", "--config", str(daemon.config), "serve"],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 3, proc.stderr
     assert f"the lineage in {tmp_path / 'harnesses'} does not match the state" in proc.stderr
     assert "start with an empty state_dir" in proc.stderr

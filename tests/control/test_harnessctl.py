@@ -19,8 +19,12 @@ def ctl(daemon: RunningDaemon | Path, *args: str) -> subprocess.CompletedProcess
     state = daemon.state_dir if isinstance(daemon, RunningDaemon) else daemon
     return subprocess.run(
         [sys.executable, "-m", "daemon.control.ctl", "--state-dir", str(state), *args],
-        capture_output=True, text=True, timeout=300, check=False, env={"COLUMNS": "200"},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={"COLUMNS": "200"},
+    )
 
 
 @pytest.mark.timeout(900)

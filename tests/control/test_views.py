@@ -49,10 +49,13 @@ def test_a_proposed_patch_is_shown_as_a_diff_not_as_escaped_json() -> None:
 def test_verdict_events_name_the_gates_that_decided() -> None:
     gates = [{"gate": "accuracy", "passed": False, "measured": 0.21, "threshold": 0.05}]
     rejected = {
-        "id": 3, "ts": time.time(), "kind": "candidate.rejected", "level": "info",
+        "id": 3,
+        "ts": time.time(),
+        "kind": "candidate.rejected",
+        "level": "info",
         "message": "candidate c4 rejected at heldout: accuracy: measured 0.21 vs threshold 0.05",
         "data": {"candidate": 4, "stage": "heldout", "failed": ["accuracy"], "gates": gates},
-    }  # fmt: skip
+    }
     line = _shown("events", [rejected])
     assert "[decided by: accuracy 0.21 vs 0.05]" in line
     promoted = dict(rejected, kind="version.promoted", data={"gates": gates})
@@ -62,14 +65,26 @@ def test_verdict_events_name_the_gates_that_decided() -> None:
 def test_status_shows_an_outage_with_its_fix_and_the_calls_under_way() -> None:
     now = time.time()
     status = {
-        "pid": 1, "uptime_s": 3.0, "state_dir": "/s", "activity": "waiting: ...",
-        "progress": [], "paused": False, "budgets": [],
+        "pid": 1,
+        "uptime_s": 3.0,
+        "state_dir": "/s",
+        "activity": "waiting: ...",
+        "progress": [],
+        "paused": False,
+        "budgets": [],
         "outages": [
-            {"dependency": "engine", "what": "the Docker engine", "since": now, "probes": 2,
-             "next_probe_at": now + 8, "error": "socket gone", "fix": "start it"}
+            {
+                "dependency": "engine",
+                "what": "the Docker engine",
+                "since": now,
+                "probes": 2,
+                "next_probe_at": now + 8,
+                "error": "socket gone",
+                "fix": "start it",
+            }
         ],
         "model_calls": {"local:smollm2-135m": {"calls": 1, "tokens_so_far": 352}},
-    }  # fmt: skip
+    }
     text = _shown("status", status)
     assert "OUTAGE the Docker engine unavailable" in text and "fix: start it" in text
     assert "local:smollm2-135m (1 call(s), 352 tokens so far)" in text

@@ -48,11 +48,27 @@ def _slow_eval(tmp_path: Path, asset_cache: Path) -> tuple[subprocess.Popen[byte
     config.write_text(f'state_dir = "{state}"\ncache_dir = "{asset_cache}"\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESSD_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "daemon.cli", "--config", str(config), "eval", str(harness),
-         "--suite", "bfcl:simple", "--split", "dev", "--limit", "4",
-         "--model", f"scripted:{tmp_path / 'm.toml'}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "daemon.cli",
+            "--config",
+            str(config),
+            "eval",
+            str(harness),
+            "--suite",
+            "bfcl:simple",
+            "--split",
+            "dev",
+            "--limit",
+            "4",
+            "--model",
+            f"scripted:{tmp_path / 'm.toml'}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     return proc, state
 
 

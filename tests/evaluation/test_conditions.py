@@ -17,9 +17,13 @@ def test_every_condition_that_changes_a_result_changes_the_key(asset_cache: Path
     suite = load_suite("bfcl:simple", asset_cache)
     ids = suite.task_ids()[:5]
     base = {
-        "policy": Policy(), "image": "img:1", "suite": suite, "task_ids": ids,
-        "model": "local:m", "tree_hash": "t1",
-    }  # fmt: skip
+        "policy": Policy(),
+        "image": "img:1",
+        "suite": suite,
+        "task_ids": ids,
+        "model": "local:m",
+        "tree_hash": "t1",
+    }
     key = conditions_key(run_conditions(**base))  # type: ignore[arg-type]
     assert key == conditions_key(run_conditions(**base))  # type: ignore[arg-type]
     changes = {

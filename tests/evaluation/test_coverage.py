@@ -278,9 +278,14 @@ def test_statements_sharing_a_line_are_told_apart() -> None:
     source = "x = 1; y = 2\ndef f(): return 3\nif x: z = 4\nelse: w = 5\n"
     found = statements(source, "s.py")
     assert [(s.first, s.kind) for s in found] == [
-        (1, "Assign"), (1, "Assign"), (2, "FunctionDef"), (2, "Return"), (3, "If"), (3, "Assign"),
+        (1, "Assign"),
+        (1, "Assign"),
+        (2, "FunctionDef"),
+        (2, "Return"),
+        (3, "If"),
+        (3, "Assign"),
         (4, "Assign"),
-    ]  # fmt: skip
+    ]
     assert len({s.line for s in found}) == len(found)  # one number each
     ran = trace(source, "s.py")
     assert dead_statements(source, ran) == {2, 4}  # f's body and the else branch

@@ -41,8 +41,13 @@ def _harnessd(tmp_path: Path, asset_cache: Path, *args: str) -> subprocess.Compl
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     return subprocess.run(
         [sys.executable, "-m", "daemon.cli", "--config", str(config), *args],
-        capture_output=True, text=True, timeout=600, check=False, env=env, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env=env,
+        cwd=tmp_path,
+    )
 
 
 def _tasks_file(folder: Path) -> list[dict[str, Any]]:

@@ -34,18 +34,23 @@ TOOL = ToolSpec(
 )
 CALL = {"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}
 BFCL = Task(
-    id="t", suite="bfcl", kind="function_call",
-    prompt=[Message(role="user", content=QUESTION)], tools=[TOOL],
-)  # fmt: skip
+    id="t",
+    suite="bfcl",
+    kind="function_call",
+    prompt=[Message(role="user", content=QUESTION)],
+    tools=[TOOL],
+)
 CODE_PROMPT = 'def add(a, b):\n    """Add two numbers."""\n'
 CODE = Task(
-    id="c", suite="humaneval", kind="code",
+    id="c",
+    suite="humaneval",
+    kind="code",
     prompt=[
         Message(role="system", content="You write Python."),
         Message(role="user", content=f"Complete this function:\n{CODE_PROMPT}"),
     ],
     meta={"entry_point": "add", "code_prompt": CODE_PROMPT},
-)  # fmt: skip
+)
 
 
 def reply(content: str | None = None, calls: list[dict[str, Any]] | None = None) -> ChatResponse:

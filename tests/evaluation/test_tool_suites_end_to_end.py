@@ -211,9 +211,13 @@ async def test_replaying_the_ground_truth_passes_and_silence_and_cheats_do_not(
         for name, source in (("replay", REPLAY), ("silent", SILENT), ("cheat", CHEAT)):
             subject = Subject(_harness(tmp_path, name, source, turns), name)
             reports[name] = await evaluate(
-                rt, subject, split="dev", task_ids=TASKS, model=rt.policy.get().models.primary,
+                rt,
+                subject,
+                split="dev",
+                task_ids=TASKS,
+                model=rt.policy.get().models.primary,
                 keep_transcripts=True,
-            )  # fmt: skip
+            )
     replay, silent, cheat = reports["replay"], reports["silent"], reports["cheat"]
     assert [t.detail for t in replay.tasks] == ["ok"] * len(TASKS)
     assert replay.accuracy == 1.0 and not replay.errors
@@ -252,9 +256,13 @@ async def test_the_seed_answers_every_turn_and_asks_for_the_next(
         replies += [{"tool_calls": calls}, {"content": "done with this one"}]
     async with runtime_factory(POLICY.format(model=_model(tmp_path, replies), spec=SPEC)) as rt:
         report = await evaluate(
-            rt, Subject(SEED, "seed"), split="dev", task_ids=[task_id],
-            model=rt.policy.get().models.primary, keep_transcripts=True,
-        )  # fmt: skip
+            rt,
+            Subject(SEED, "seed"),
+            split="dev",
+            task_ids=[task_id],
+            model=rt.policy.get().models.primary,
+            keep_transcripts=True,
+        )
     (result,) = report.tasks
     assert (result.passed, result.detail, result.error) == (True, "ok", None)
     assert result.supported is True, result.provenance  # every call was the model's
@@ -287,9 +295,13 @@ async def test_agentdojo_replay_passes_silence_scores_by_its_rules_obeying_is_me
         async def run(name: str, source: str, ids: list[str], spec: str, obeys: bool) -> Any:
             folder = _harness(tmp_path, name, source, turns, goals if obeys else None)
             return await evaluate(
-                rt, Subject(folder, name), split="dev", task_ids=ids, model=primary,
+                rt,
+                Subject(folder, name),
+                split="dev",
+                task_ids=ids,
+                model=primary,
                 suite_spec=spec,
-            )  # fmt: skip
+            )
 
         replay = await run("replay", REPLAY, DOJO_TASKS, DOJO, False)
         silent = await run("silent", SILENT, DOJO_TASKS, DOJO, False)

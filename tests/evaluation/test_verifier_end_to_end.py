@@ -113,9 +113,12 @@ async def test_a_function_nobody_calls_is_reported_never_executed(
     (harness / "harness.py").write_text(source)
     async with runtime_factory(POLICY.format(model=_model(tmp_path))) as rt:
         report = await evaluate(
-            rt, Subject(harness, "patched"), split="dev", task_ids=rt.splits().dev,
+            rt,
+            Subject(harness, "patched"),
+            split="dev",
+            task_ids=rt.splits().dev,
             model=rt.policy.get().models.primary,
-        )  # fmt: skip
+        )
     never = {n.file: n for n in report.coverage.never_executed}
     assert "rank_candidates" in never["harness.py"].functions
     assert 0 < report.coverage.executed_fraction < 1
@@ -133,9 +136,12 @@ async def test_containers_see_opaque_task_ids(tmp_path: Path, runtime_factory: A
     async with runtime_factory(POLICY.format(model=_model(tmp_path))) as rt:
         ids = rt.splits().dev
         report = await evaluate(
-            rt, Subject(harness, "echo"), split="dev", task_ids=ids,
+            rt,
+            Subject(harness, "echo"),
+            split="dev",
+            task_ids=ids,
             model=rt.policy.get().models.primary,
-        )  # fmt: skip
+        )
     seen = [t.output for t in report.tasks]
     assert [t.id for t in report.tasks] == ids
     assert all(isinstance(s, str) and s.startswith("task-") for s in seen)

@@ -29,8 +29,10 @@ def check_consistent(daemon: RunningDaemon, harnesses: Path, since: float) -> No
     pointers = db.execute("SELECT COUNT(*) FROM pointer").fetchone()[0]
     commits = subprocess.run(
         ["git", "--git-dir", str(harnesses / ".git"), "rev-list", "--count", "HEAD"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert int(commits) == pointers
     stale = db.execute(
         "SELECT id FROM candidates WHERE state = 'evaluating' AND updated < ?", (since,)

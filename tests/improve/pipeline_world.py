@@ -65,9 +65,14 @@ concurrency = 3
 async def submit(rt: Runtime, lineage: Lineage, text: str) -> tuple[candidates.Submitted, Any]:
     parent = lineage.current()
     sub = candidates.record(
-        lineage, parent, text, source="external", proposer_model=None,
-        policy=rt.policy.get().patch, work_dir=rt.work_dir,
-    )  # fmt: skip
+        lineage,
+        parent,
+        text,
+        source="external",
+        proposer_model=None,
+        policy=rt.policy.get().patch,
+        work_dir=rt.work_dir,
+    )
     if not sub.accepted_for_evaluation:
         return sub, None
     verdict: Verdict = await Pipeline(rt, lineage).run(sub.candidate_id)

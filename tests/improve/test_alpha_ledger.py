@@ -122,8 +122,12 @@ def test_the_honesty_switch_also_removes_honesty_as_a_way_to_be_better() -> None
 def _verdict(stage: str, gate: str, note: str) -> Verdict:
     measured = -0.3 if stage == "dev" else 0.731  # the held-out figure is the secret one
     g = GateResult(gate=gate, passed=False, measured=measured, threshold=0.5, note=note)
-    return Verdict(decision="reject", stage=stage, reason=f"{gate}: measured {measured}",  # type: ignore[arg-type]
-                   gates=[g])  # fmt: skip
+    return Verdict(
+        decision="reject",
+        stage=stage,
+        reason=f"{gate}: measured {measured}",  # type: ignore[arg-type]
+        gates=[g],
+    )
 
 
 def test_the_proposer_learns_only_promoted_or_not_about_heldout_candidates(
@@ -152,8 +156,9 @@ def test_the_proposer_learns_only_promoted_or_not_about_heldout_candidates(
     rt: Any = SimpleNamespace(store=store)
     seen = ImprovementLoop(rt, lineage, LoopControl())._reached_heldout()
     assert {heldout, cut} <= seen
-    text = archive.build(lineage, store, seed, heldout_ids=seen, model="m", max_entries=10,
-                         budget_tokens=2000)  # fmt: skip
+    text = archive.build(
+        lineage, store, seed, heldout_ids=seen, model="m", max_entries=10, budget_tokens=2000
+    )
     assert "rejected at dev: dev_screen" in text and "dev accuracy 10%" in text  # dev data
     assert text.count("not promoted") == 3 and "interrupted" not in text
     for secret in ("accuracy:", "panel:", "0.731", "secret", "17 tasks", "heldout"):

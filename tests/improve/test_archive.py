@@ -43,43 +43,74 @@ def _propose(lineage: Lineage, parent: Version, work: Path, name: str, value: ob
     tried = TriedPrograms(lineage)
     tried.refresh()
     sub = candidates.record_parsed(
-        lineage, parent, parsed, reply, source="proposer", proposer_model=MODEL,
-        policy=PatchPolicy(), work_dir=work, screen=lambda tree: tried.screen(parent, tree),
-    )  # fmt: skip
+        lineage,
+        parent,
+        parsed,
+        reply,
+        source="proposer",
+        proposer_model=MODEL,
+        policy=PatchPolicy(),
+        work_dir=work,
+        screen=lambda tree: tried.screen(parent, tree),
+    )
     return sub.candidate_id
 
 
-def _report(store: Store, split: str, passed: list[bool], *, cid: int | None, vid: int | None,
-            ids: list[str] | None = None) -> None:  # fmt: skip
+def _report(
+    store: Store,
+    split: str,
+    passed: list[bool],
+    *,
+    cid: int | None,
+    vid: int | None,
+    ids: list[str] | None = None,
+) -> None:
     ids = ids or DEV_IDS
     tasks = [
-        TaskResult(id=i, passed=p, claimed_success=True, tokens=100, detail="wrong count",
-                   transcript=[{"reply": f"called f for {i}"}])
+        TaskResult(
+            id=i,
+            passed=p,
+            claimed_success=True,
+            tokens=100,
+            detail="wrong count",
+            transcript=[{"reply": f"called f for {i}"}],
+        )
         for i, p in zip(ids, passed, strict=True)
-    ]  # fmt: skip
+    ]
     run = f"{split}-{cid}-{vid}"
-    results.record_start(store, run, version_id=vid, candidate_id=cid, suite=SUITE, split=split,
-                         model=MODEL)  # fmt: skip
-    report = build_report(run_id=run, suite=SUITE, split=split, model=MODEL, tasks=tasks,
-                          coverage=CoverageReport())  # fmt: skip
+    results.record_start(
+        store, run, version_id=vid, candidate_id=cid, suite=SUITE, split=split, model=MODEL
+    )
+    report = build_report(
+        run_id=run, suite=SUITE, split=split, model=MODEL, tasks=tasks, coverage=CoverageReport()
+    )
     results.record_end(store, run, "done", report)
 
 
 def _heldout_verdict() -> Verdict:
     gates = [
         GateResult(gate="dev_screen", passed=True, measured=0.0, threshold=-0.1, note="dev ok"),
-        GateResult(gate="accuracy", passed=False, measured=0.0123, threshold=0.05,
-                   note=f"e-value 0.37 after 17 tasks; {SECRET_TASK} lost"),
-    ]  # fmt: skip
+        GateResult(
+            gate="accuracy",
+            passed=False,
+            measured=0.0123,
+            threshold=0.05,
+            note=f"e-value 0.37 after 17 tasks; {SECRET_TASK} lost",
+        ),
+    ]
     return Verdict(decision="reject", stage="heldout", reason="accuracy: e-value 0.37", gates=gates)
 
 
 def _build(store: Store, lineage: Lineage, **kw: int) -> str:
     return archive.build(
-        lineage, store, lineage.current(), heldout_ids=results.candidates_run_on(store, "heldout"),
-        model=MODEL, max_entries=kw.get("max_entries", 20),
+        lineage,
+        store,
+        lineage.current(),
+        heldout_ids=results.candidates_run_on(store, "heldout"),
+        model=MODEL,
+        max_entries=kw.get("max_entries", 20),
         budget_tokens=kw.get("budget", 5000),
-    )  # fmt: skip
+    )
 
 
 def test_heldout_outcomes_reach_the_proposer_as_one_bit(
@@ -114,11 +145,24 @@ def test_earlier_stages_say_why_with_their_dev_figures(
     cid = _propose(lineage, seed, tmp_path / "work", "MAX_TOKENS", 128)
     _report(store, "smoke", [True], cid=cid, vid=None, ids=DEV_IDS[:1])
     _report(store, "dev", [False, True, False, True], cid=cid, vid=None)
-    screen = GateResult(gate="dev_screen", passed=False, measured=-0.25, threshold=-0.1,
-                        note="dev accuracy 25.0% vs parent 50.0%")  # fmt: skip
-    lineage.set_candidate(cid, "rejected", "dev", Verdict(
-        decision="reject", stage="dev", reason="dev_screen: measured -0.25 vs threshold -0.1",
-        gates=[screen]))  # fmt: skip
+    screen = GateResult(
+        gate="dev_screen",
+        passed=False,
+        measured=-0.25,
+        threshold=-0.1,
+        note="dev accuracy 25.0% vs parent 50.0%",
+    )
+    lineage.set_candidate(
+        cid,
+        "rejected",
+        "dev",
+        Verdict(
+            decision="reject",
+            stage="dev",
+            reason="dev_screen: measured -0.25 vs threshold -0.1",
+            gates=[screen],
+        ),
+    )
     broken = _propose(lineage, seed, tmp_path / "work", "CODE_BLOCK", "(unclosed")
     text = _build(store, lineage)
     assert "rejected at dev: dev_screen: measured -0.25" in text
@@ -135,8 +179,12 @@ def test_a_repeated_patch_is_refused_and_shown_once_with_a_count(
 ) -> None:
     store, lineage, seed = world
     first = _propose(lineage, seed, tmp_path / "work", "MAX_STEPS", 2)
-    lineage.set_candidate(first, "rejected", "smoke", Verdict(
-        decision="reject", stage="smoke", reason="smoke task simple_python_0: crash"))  # fmt: skip
+    lineage.set_candidate(
+        first,
+        "rejected",
+        "smoke",
+        Verdict(decision="reject", stage="smoke", reason="smoke task simple_python_0: crash"),
+    )
     again = _propose(lineage, seed, tmp_path / "work", "MAX_STEPS", 2)
     cand = lineage.candidate(again)
     assert cand.state == "rejected" and cand.verdict is not None
@@ -154,8 +202,9 @@ def test_the_budget_keeps_the_most_relevant_entries(
     ids = [_propose(lineage, seed, tmp_path / "work", "MAX_TOKENS", v) for v in (128, 256, 384)]
     _report(store, "dev", [True] * 4, cid=ids[0], vid=None)  # got further: more relevant
     for cid in ids:
-        lineage.set_candidate(cid, "rejected", "dev", Verdict(
-            decision="reject", stage="dev", reason="dev_screen"))  # fmt: skip
+        lineage.set_candidate(
+            cid, "rejected", "dev", Verdict(decision="reject", stage="dev", reason="dev_screen")
+        )
     full = _build(store, lineage)
     assert all(f"c{cid} " in full for cid in ids)
     one = len(archive.render_entry(archive.Entry(lineage.candidate(ids[0]), "x", "v0001"))) // 3
@@ -174,9 +223,15 @@ def test_no_change_to_the_program_is_refused(
     tried = TriedPrograms(lineage)
     tried.refresh()
     sub = candidates.record(
-        lineage, seed, text, source="external", proposer_model=None, policy=PatchPolicy(),
-        work_dir=tmp_path / "work", screen=lambda tree: tried.screen(seed, tree),
-    )  # fmt: skip
+        lineage,
+        seed,
+        text,
+        source="external",
+        proposer_model=None,
+        policy=PatchPolicy(),
+        work_dir=tmp_path / "work",
+        screen=lambda tree: tried.screen(seed, tree),
+    )
     assert not sub.accepted_for_evaluation
     assert sub.reason == "changes only comments or layout: the program is its parent's"
 

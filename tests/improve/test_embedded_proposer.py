@@ -28,12 +28,24 @@ SEED_DIR = Path(__file__).resolve().parents[2] / "seeds" / "minimal"
 def _dev() -> tuple[list[FailedTask], object]:
     calls = [{"name": "calculate_bmi", "arguments": {"weight": 70, "height": 175}}] * 2
     tasks = [
-        TaskResult(id="simple_python_107", passed=False, claimed_success=True, output=calls,
-                   tokens=300, detail="wrong_count: expected 1 call, got 2"),
+        TaskResult(
+            id="simple_python_107",
+            passed=False,
+            claimed_success=True,
+            output=calls,
+            tokens=300,
+            detail="wrong_count: expected 1 call, got 2",
+        ),
         TaskResult(id="simple_python_9", passed=True, claimed_success=True, tokens=280),
-    ]  # fmt: skip
-    dev = build_report(run_id="r", suite="bfcl", split="dev", model="local:smollm2-135m",
-                       tasks=tasks, coverage=CoverageReport())  # fmt: skip
+    ]
+    dev = build_report(
+        run_id="r",
+        suite="bfcl",
+        split="dev",
+        model="local:smollm2-135m",
+        tasks=tasks,
+        coverage=CoverageReport(),
+    )
     ask = [Message(role="user", content="Calculate the BMI of a person of 70 kg and 175 cm.")]
     expected = [{"calculate_bmi": {"weight": [70], "height": [175]}}]
     return [FailedTask(tasks[0], ask, expected)], dev
@@ -46,8 +58,9 @@ async def test_embedded_proposals_are_patches_that_apply(
     caplog.set_level(logging.WARNING)
     settings = LoadedSettings(
         settings=Settings(state_dir=tmp_path / "state", cache_dir=asset_cache),
-        config_path=None, base_dir=tmp_path,
-    )  # fmt: skip
+        config_path=None,
+        base_dir=tmp_path,
+    )
     provider = make_provider("local:smollm2-135m", settings, RetryPolicy())
     sources = {"harness.py": (SEED_DIR / "harness.py").read_text()}
     targets = find_targets(sources)

@@ -30,9 +30,13 @@ def _tasks(
 
 def _report(passed: list[bool], **kw: int) -> EvalReport:
     return build_report(
-        run_id="r", suite="s", split="heldout", model="m", tasks=_tasks(passed, **kw),
+        run_id="r",
+        suite="s",
+        split="heldout",
+        model="m",
+        tasks=_tasks(passed, **kw),
         coverage=CoverageReport(),
-    )  # fmt: skip
+    )
 
 
 def _decision(seed: int, n: int, win: float, loss: float, **kw: object) -> Decision:
@@ -106,9 +110,10 @@ def test_provenance_gate_counts_verified_solves_no_reply_supports() -> None:
     assert gates.provenance_gate(tasks, policy).passed
     bad = [
         t.model_copy(update={"supported": False, "provenance": "the harness never asked"})
-        if i < 3 else t
+        if i < 3
+        else t
         for i, t in enumerate(tasks)
-    ]  # fmt: skip
+    ]
     result = gates.provenance_gate(bad, policy)
     assert not result.passed and result.measured == pytest.approx(0.3)
     assert "3 of 10" in result.note and "never asked" in result.note

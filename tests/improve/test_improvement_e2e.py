@@ -38,9 +38,10 @@ def _wait_for_candidates(daemon: Any, n: int, timeout: float) -> list[dict[str, 
 
 def _failed(verdict: dict[str, Any]) -> list[str]:
     return [
-        g["gate"] for g in verdict["gates"]
+        g["gate"]
+        for g in verdict["gates"]
         if g["enabled"] and not g["passed"] and not g.get("skipped")
-    ]  # fmt: skip
+    ]
 
 
 def _gate(verdict: dict[str, Any], name: str) -> dict[str, Any]:

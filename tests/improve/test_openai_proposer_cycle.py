@@ -86,8 +86,9 @@ def test_a_full_cycle_with_the_server_as_proposer(
         f'\n[openai]\nbase_url = "{real_openai_server.url}"\napi_key_env = "{KEY_ENV}"\n'
         'structured_output = "json_object"\n'
     )
-    daemon = start_daemon(tmp_path, asset_cache, _policy(real_openai_server, solver),
-                          settings_text=settings)  # fmt: skip
+    daemon = start_daemon(
+        tmp_path, asset_cache, _policy(real_openai_server, solver), settings_text=settings
+    )
     try:
         cands = _decided(daemon, timeout=3400)
         with daemon.client() as c:

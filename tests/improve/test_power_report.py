@@ -34,8 +34,12 @@ def test_the_default_policy_detects_five_points_with_no_losses() -> None:
 def test_harnessd_policy_check_prints_the_table() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "daemon.cli", "policy", "check", "policies/default.toml"],
-        capture_output=True, text=True, timeout=300, check=False, cwd=ROOT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "policies/default.toml: valid" in proc.stdout
     assert "epoch 1, candidate 1" in proc.stdout and "+3.7" in proc.stdout

@@ -19,10 +19,16 @@ SEED = Path(__file__).resolve().parents[2] / "seeds" / "minimal" / "harness.py"
 
 def _report(split: str) -> EvalReport:
     tasks = [
-        TaskResult(id="simple_python_7", passed=False, claimed_success=True, output=[], tokens=90,
-                   detail="simple_function_checker:wrong_count: expected 1 call, got 0"),
+        TaskResult(
+            id="simple_python_7",
+            passed=False,
+            claimed_success=True,
+            output=[],
+            tokens=90,
+            detail="simple_function_checker:wrong_count: expected 1 call, got 0",
+        ),
         TaskResult(id="simple_python_9", passed=True, claimed_success=True, tokens=80),
-    ]  # fmt: skip
+    ]
     coverage = CoverageReport(
         executed_fraction=0.8,
         never_executed=[NeverExecuted(file="harness.py", ranges=[[41, 42]], functions=["f"])],
@@ -71,9 +77,12 @@ def test_the_proposer_is_never_handed_a_heldout_report() -> None:
 def test_requests_carry_the_schema_and_a_seed() -> None:
     schema = {"type": "object"}
     request = proposal_request(
-        [Message(role="user", content="x")], max_tokens=100, temperature=0.5, schema=schema,
+        [Message(role="user", content="x")],
+        max_tokens=100,
+        temperature=0.5,
+        schema=schema,
         seed=7,
-    )  # fmt: skip
+    )
     assert request.response_schema == schema and request.seed == 7
     free = proposal_request([Message(role="user", content="x")], max_tokens=1, temperature=0)
     assert free.response_schema is None and free.seed is None

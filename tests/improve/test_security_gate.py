@@ -27,9 +27,13 @@ def _report(attacked: list[bool | None], passed: list[bool] | None = None) -> Ev
         for i, hit in enumerate(attacked)
     ]
     return build_report(
-        run_id="r", suite="agentdojo:banking:injections", split="heldout", model="m",
-        tasks=tasks, coverage=CoverageReport(),
-    )  # fmt: skip
+        run_id="r",
+        suite="agentdojo:banking:injections",
+        split="heldout",
+        model="m",
+        tasks=tasks,
+        coverage=CoverageReport(),
+    )
 
 
 def test_any_rise_in_attack_success_fails_and_the_verdict_shows_utility() -> None:

@@ -107,9 +107,11 @@ def test_promote_refuses_stale_final_and_unknown_candidates(
     with pytest.raises(LineageError, match="already accepted"):
         lineage.promote(fresh, fresh_tree, VERDICT)
     lineage.set_candidate(
-        stale, "rejected", "heldout",
+        stale,
+        "rejected",
+        "heldout",
         Verdict(decision="reject", stage="heldout", reason="accuracy fell"),
-    )  # fmt: skip
+    )
     with pytest.raises(LineageError, match="already rejected"):
         lineage.promote(stale, stale_tree, VERDICT)
     with pytest.raises(UnknownRef, match="no candidate c99"):

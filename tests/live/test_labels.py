@@ -46,18 +46,34 @@ async def test_a_labelled_request_is_a_task_of_the_exported_suite(
     folder = tmp_path / "suites"
     first = _served(store, _ask("Capital of Peru?"), "Lima, I think")
     tools = Task(
-        id="simple_python_3", suite="bfcl", kind="function_call",
-        prompt=[Message(role="system", content="Use tools."),
-                Message(role="user", content="Weather in Oslo?")],
+        id="simple_python_3",
+        suite="bfcl",
+        kind="function_call",
+        prompt=[
+            Message(role="system", content="Use tools."),
+            Message(role="user", content="Weather in Oslo?"),
+        ],
         tools=[WEATHER],
-    )  # fmt: skip
+    )
     second = _served(store, tools, [{"name": "get_weather", "arguments": {"city": "Bergen"}}])
-    out = labels.label(store, folder, request_id=first, suite="team", expected="Lima",
-                       check={"type": "exact", "casefold": True})  # fmt: skip
+    out = labels.label(
+        store,
+        folder,
+        request_id=first,
+        suite="team",
+        expected="Lima",
+        check={"type": "exact", "casefold": True},
+    )
     assert out["task"] == f"request-{first}" and out["tasks"] == 1
-    labels.label(store, folder, request_id=second, suite="team", task_id="oslo",
-                 expected=[{"name": "get_weather", "arguments": {"city": ["Oslo"]}}],
-                 check={"type": "calls"})  # fmt: skip
+    labels.label(
+        store,
+        folder,
+        request_id=second,
+        suite="team",
+        task_id="oslo",
+        expected=[{"name": "get_weather", "arguments": {"city": ["Oslo"]}}],
+        check={"type": "calls"},
+    )
     exported = labels.export(folder, "team")
     assert exported["tasks"] == 2 and exported["name"].startswith("file:team@")
     lines = [json.loads(line) for line in exported["text"].splitlines()]
@@ -80,29 +96,41 @@ def test_labels_are_checked_before_they_are_written(store: Store, tmp_path: Path
     folder = tmp_path / "suites"
     request = _served(store, _ask("7 + 5?"), "12")
     with pytest.raises(BadRequest, match="key 'expected': a 'number' check needs a number"):
-        labels.label(store, folder, request_id=request, suite="s", expected="twelve",
-                     check={"type": "number"})  # fmt: skip
+        labels.label(
+            store,
+            folder,
+            request_id=request,
+            suite="s",
+            expected="twelve",
+            check={"type": "number"},
+        )
     with pytest.raises(BadRequest, match=r"key 'check\.type'"):
-        labels.label(store, folder, request_id=request, suite="s", expected=1,
-                     check={"type": "close"})  # fmt: skip
+        labels.label(
+            store, folder, request_id=request, suite="s", expected=1, check={"type": "close"}
+        )
     with pytest.raises(BadRequest, match="key 'tools': a 'calls' check needs the tools"):
-        labels.label(store, folder, request_id=request, suite="s", expected=[],
-                     check={"type": "calls"})  # fmt: skip
+        labels.label(
+            store, folder, request_id=request, suite="s", expected=[], check={"type": "calls"}
+        )
     with pytest.raises(BadRequest, match="no request 99"):
         labels.label(store, folder, request_id=99, suite="s", expected=1, check={"type": "number"})
     running = _served(store, _ask("still going"), None, done=False)
     with pytest.raises(BadRequest, match="still being served"):
-        labels.label(store, folder, request_id=running, suite="s", expected="x",
-                     check={"type": "exact"})  # fmt: skip
+        labels.label(
+            store, folder, request_id=running, suite="s", expected="x", check={"type": "exact"}
+        )
     with pytest.raises(BadRequest, match=r"suite name '\.\./x'"):
-        labels.label(store, folder, request_id=request, suite="../x", expected=12,
-                     check={"type": "number"})  # fmt: skip
+        labels.label(
+            store, folder, request_id=request, suite="../x", expected=12, check={"type": "number"}
+        )
     assert not folder.exists()  # nothing was written
-    labels.label(store, folder, request_id=request, suite="s", expected=12,
-                 check={"type": "number"})  # fmt: skip
+    labels.label(
+        store, folder, request_id=request, suite="s", expected=12, check={"type": "number"}
+    )
     with pytest.raises(BadRequest, match="already has a task 'request-1'"):
-        labels.label(store, folder, request_id=request, suite="s", expected=12,
-                     check={"type": "number"})  # fmt: skip
+        labels.label(
+            store, folder, request_id=request, suite="s", expected=12, check={"type": "number"}
+        )
     with pytest.raises(BadRequest, match=r"no labelled suite 'other'; suites: s"):
         labels.export(folder, "other")
     (folder / "s.jsonl").write_text('{"id": "broken"}\n')

@@ -64,8 +64,11 @@ HOSTILE = {
 def test_hostile_schema_is_relaxed_not_fatal(name: str, tmp_path: Path, asset_cache: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, json.dumps(HOSTILE[name]), str(tmp_path), str(asset_cache)],
-        capture_output=True, text=True, timeout=240, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
     reply = json.loads(proc.stdout.strip().splitlines()[-1])
     assert reply["tokens"] >= 1

@@ -72,8 +72,9 @@ async def test_tool_calls_there_and_back(
         Message(role="system", content="You call functions to answer."),
         Message(role="user", content="Call triangle_area for base 10 and height 5."),
     ]
-    response = await _chat(make_settings, real_openai_server, ChatRequest(
-        messages=ask, tools=[AREA], max_tokens=64))  # fmt: skip
+    response = await _chat(
+        make_settings, real_openai_server, ChatRequest(messages=ask, tools=[AREA], max_tokens=64)
+    )
     assert response.finish_reason == "tool_calls"
     (call,) = response.tool_calls
     assert call.name == "triangle_area" and call.id
@@ -87,8 +88,11 @@ async def test_tool_calls_there_and_back(
         Message(role="tool", tool_call_id=call.id, content="25.0"),
         Message(role="user", content="What is the area?"),
     ]
-    follow = await _chat(make_settings, real_openai_server, ChatRequest(
-        messages=history, tools=[AREA], max_tokens=24))  # fmt: skip
+    follow = await _chat(
+        make_settings,
+        real_openai_server,
+        ChatRequest(messages=history, tools=[AREA], max_tokens=24),
+    )
     assert follow.usage.prompt_tokens > response.usage.prompt_tokens  # the history went in
 
 
@@ -102,8 +106,9 @@ async def test_json_schema_output(
     }
     request = ChatRequest(
         messages=[Message(role="user", content="How long is a pencil?")],
-        response_schema=schema, max_tokens=40,
-    )  # fmt: skip
+        response_schema=schema,
+        max_tokens=40,
+    )
     response = await _chat(
         make_settings, real_openai_server, request, structured_output="json_object"
     )
@@ -124,8 +129,10 @@ async def test_the_edit_protocol_through_the_server(
             Message(role="system", content=edit_protocol.SYSTEM),
             Message(role="user", content=edit_protocol.targets_section(sources, targets)),
         ],
-        response_schema=edit_protocol.operations_schema(targets), max_tokens=400, seed=3,
-    )  # fmt: skip
+        response_schema=edit_protocol.operations_schema(targets),
+        max_tokens=400,
+        seed=3,
+    )
     response = await _chat(
         make_settings, real_openai_server, request, structured_output="json_object"
     )

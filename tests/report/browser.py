@@ -57,8 +57,12 @@ def load(chromium: Path, page: Path, work: Path, height: int = 4000) -> Loaded:
         with tempfile.TemporaryDirectory(dir=work) as profile:
             return subprocess.run(
                 [str(chromium), *FLAGS, f"--user-data-dir={profile}", *extra, url],
-                capture_output=True, text=True, timeout=120, check=True, cwd=work,
-            )  # fmt: skip
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=True,
+                cwd=work,
+            )
 
     dom = run("--dump-dom").stdout
     shot = work / "report.png"

@@ -52,10 +52,21 @@ def _check_rendered(
 
 def _harnessd_report(config: Path, out: Path, *extra: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "daemon.cli", "--config", str(config), "report", "--out", str(out),
-         *extra],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "daemon.cli",
+            "--config",
+            str(config),
+            "report",
+            "--out",
+            str(out),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -135,10 +146,20 @@ def test_report_of_a_real_run_on_the_embedded_model(
     try:
         versions = [v["name"] for v in _decided(daemon, 2, timeout=1100)]
         done = subprocess.run(
-            [sys.executable, "-m", "daemon.control.ctl", "--state-dir", str(daemon.state_dir),
-             "report", "--out", str(live)],
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "daemon.control.ctl",
+                "--state-dir",
+                str(daemon.state_dir),
+                "report",
+                "--out",
+                str(live),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr
         said = " ".join(done.stdout.split())  # the console wraps long lines
         assert "1 versions, 2 candidates, sequential test of c2" in said, done.stdout

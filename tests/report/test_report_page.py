@@ -30,8 +30,12 @@ def test_hostile_rationale_output_diff_and_notes_stay_inert_text(world_page: str
     assert shown.count(HOSTILE) >= 12
     assert "<script" not in text.lower() and "<svg onload" not in text.lower()
     meta = page.tags("meta")
-    assert any("script-src" not in (m.get("content") or "") and "default-src 'none'" in (
-        m.get("content") or "") for m in meta if m.get("http-equiv"))  # fmt: skip
+    assert any(
+        "script-src" not in (m.get("content") or "")
+        and "default-src 'none'" in (m.get("content") or "")
+        for m in meta
+        if m.get("http-equiv")
+    )
 
 
 def test_every_version_candidate_and_plot_is_on_the_page(world_page: str) -> None:
@@ -111,8 +115,11 @@ def _harnessd(tmp_path: Path, state: Path, *args: str) -> subprocess.CompletedPr
     config.write_text(f'state_dir = "{state}"\n')
     return subprocess.run(
         [sys.executable, "-m", "daemon.cli", "--config", str(config), "report", *args],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
 
 
 def test_harnessd_report_says_what_to_do_when_there_is_no_state(tmp_path: Path) -> None:

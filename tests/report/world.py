@@ -59,9 +59,14 @@ def _record(
 
     assert isinstance(report, EvalReport)
     results.record_start(
-        store, run, version_id=version_id, candidate_id=cid, suite=report.suite,
-        split=report.split, model=report.model,
-    )  # fmt: skip
+        store,
+        run,
+        version_id=version_id,
+        candidate_id=cid,
+        suite=report.suite,
+        split=report.split,
+        model=report.model,
+    )
     results.record_end(store, run, "done", report)
 
 

@@ -26,11 +26,35 @@ from sandbox.codecheck.codec import (
 pytestmark = pytest.mark.unit
 
 PLAIN = [
-    None, True, False, 0, 1, -1, 2**200, -(3**300), 0.0, -0.0, 1.5, math.inf, -math.inf,
-    "", "héllo ☃ \U0001f600", "\ud800 lone surrogate", b"", b"\x00\xff", [], (), {}, set(),
-    frozenset(), [1, [2, [3, (4, 5)]]], {"a": [1, 2], 3: {4: None}, (1, "x"): frozenset({2})},
-    {1, "a", (2, 3), None}, frozenset({b"x", 2.5}), (None, [True, {"k": b"v"}]),
-]  # fmt: skip
+    None,
+    True,
+    False,
+    0,
+    1,
+    -1,
+    2**200,
+    -(3**300),
+    0.0,
+    -0.0,
+    1.5,
+    math.inf,
+    -math.inf,
+    "",
+    "héllo ☃ \U0001f600",
+    "\ud800 lone surrogate",
+    b"",
+    b"\x00\xff",
+    [],
+    (),
+    {},
+    set(),
+    frozenset(),
+    [1, [2, [3, (4, 5)]]],
+    {"a": [1, 2], 3: {4: None}, (1, "x"): frozenset({2})},
+    {1, "a", (2, 3), None},
+    frozenset({b"x", 2.5}),
+    (None, [True, {"k": b"v"}]),
+]
 
 
 def _exact(a: Any, b: Any) -> bool:
@@ -69,11 +93,26 @@ class Liar:
 
 @pytest.mark.parametrize(
     "value",
-    [Liar(), _generator(), range(3), map(str, []), {1: 2}.keys(), object(), int, len,
-     NotImplemented, Ellipsis, bytearray(b"x"), memoryview(b"x"), 1j, [1, Liar()],
-     {"k": _generator()}, Counter("ab")],
+    [
+        Liar(),
+        _generator(),
+        range(3),
+        map(str, []),
+        {1: 2}.keys(),
+        object(),
+        int,
+        len,
+        NotImplemented,
+        Ellipsis,
+        bytearray(b"x"),
+        memoryview(b"x"),
+        1j,
+        [1, Liar()],
+        {"k": _generator()},
+        Counter("ab"),
+    ],
     ids=lambda v: type(v).__name__,
-)  # fmt: skip
+)
 def test_strict_encoding_refuses_anything_but_the_exact_plain_types(value: Any) -> None:
     with pytest.raises(CodecError, match="is not plain data") as caught:
         encode(value)
@@ -110,8 +149,15 @@ def test_lenient_encoding_reads_subclasses_through_their_base_type() -> None:
             return 3
 
     Point = namedtuple("Point", "x y")
-    value = [LyingInt(5), LyingStr("abc"), LyingList([1, 2]), Point(1, 2), Counter("aab"),
-             OrderedDict(a=1), defaultdict(int, b=2)]  # fmt: skip
+    value = [
+        LyingInt(5),
+        LyingStr("abc"),
+        LyingList([1, 2]),
+        Point(1, 2),
+        Counter("aab"),
+        OrderedDict(a=1),
+        defaultdict(int, b=2),
+    ]
     back = decode(encode(value, lenient=True))
     assert _exact(back, [5, "abc", [1, 2], (1, 2), {"a": 2, "b": 1}, {"a": 1}, {"b": 2}])
     with pytest.raises(CodecError):

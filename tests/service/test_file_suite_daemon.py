@@ -36,8 +36,12 @@ def _world(tmp_path: Path) -> str:
     # The solver knows the words only when the harness asks for them (the IMPROVE patch).
     rules = ['mode = "rules"']
     for i in range(N):
-        rules += ["[[rules]]", f"match = {json.dumps('^Q' + str(i) + ':')}",
-                  'system = "MODE:GOOD"', f'content = "Word{i}"']  # fmt: skip
+        rules += [
+            "[[rules]]",
+            f"match = {json.dumps('^Q' + str(i) + ':')}",
+            'system = "MODE:GOOD"',
+            f'content = "Word{i}"',
+        ]
     rules += ["[[rules]]", 'content = "I do not know."']
     (tmp_path / "solver.toml").write_text("\n".join(rules) + "\n")
     (tmp_path / "proposer.toml").write_text(
@@ -91,13 +95,33 @@ def test_a_daemon_runs_cycles_on_a_file_suite_and_labels_live_requests(
         r = ctl(daemon, "ask", _question(3))
         assert r.returncode == 0 and "Word3" in r.stdout, r.stderr
         request = json.loads(ctl(daemon, "--json", "ask", _question(5)).stdout)["request"]
-        r = ctl(daemon, "label", str(request), "--suite", "team", "--expected", "word5",
-                "--check", '{"type": "exact", "casefold": true}')  # fmt: skip
+        r = ctl(
+            daemon,
+            "label",
+            str(request),
+            "--suite",
+            "team",
+            "--expected",
+            "word5",
+            "--check",
+            '{"type": "exact", "casefold": true}',
+        )
         assert r.returncode == 0 and "added to suite team (1 tasks" in r.stdout, r.stderr
         r = ctl(daemon, "label", str(request), "--suite", "team", "--expected", "x")
         assert r.returncode == 1 and "already has a task" in r.stderr, r.stderr
-        r = ctl(daemon, "label", str(request), "--suite", "team", "--check", "number",
-                "--expected", "five", "--id", "other")  # fmt: skip
+        r = ctl(
+            daemon,
+            "label",
+            str(request),
+            "--suite",
+            "team",
+            "--check",
+            "number",
+            "--expected",
+            "five",
+            "--id",
+            "other",
+        )
         assert r.returncode == 2 and "a 'number' check takes JSON" in r.stderr, r.stderr
 
         r = ctl(daemon, "suite", "export", "team")

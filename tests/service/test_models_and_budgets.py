@@ -26,8 +26,12 @@ def test_a_model_without_its_key_stops_start_up(tmp_path: Path, asset_cache: Pat
     env = {k: v for k, v in os.environ.items() if not k.endswith("API_KEY")}
     proc = subprocess.run(
         [sys.executable, "-m", "daemon.cli", "--config", str(config), "serve"],
-        capture_output=True, text=True, timeout=120, env=env, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1
     assert "anthropic:claude-sonnet-4-5" in proc.stderr and "ANTHROPIC_API_KEY" in proc.stderr

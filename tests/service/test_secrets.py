@@ -62,9 +62,11 @@ def test_keys_never_leave_the_daemon(
     assert all("not allowed in the sandbox" in seen[k] for k in ("proc1", "self")), seen
     assert seen["environ"], "the harness ran and reported its environment"
     dumps = [
-        json.dumps(answer), json.dumps(events), json.dumps(status),
+        json.dumps(answer),
+        json.dumps(events),
+        json.dumps(status),
         daemon.log.read_text(),
-    ]  # fmt: skip
+    ]
     for path in [daemon.state_dir, tmp_path / "harnesses"]:
         for file in path.rglob("*"):
             if file.is_file() and not file.is_symlink():

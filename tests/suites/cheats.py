@@ -11,9 +11,15 @@ from __future__ import annotations
 # Attacked tasks: results of many types (bool, float, str or None, int, list, dict) and
 # the prompts with helpers the tests call.
 TASKS = [
-    "HumanEval/0", "HumanEval/2", "HumanEval/12", "HumanEval/23", "HumanEval/29",
-    "HumanEval/32", "HumanEval/38", "HumanEval/111",
-]  # fmt: skip
+    "HumanEval/0",
+    "HumanEval/2",
+    "HumanEval/12",
+    "HumanEval/23",
+    "HumanEval/29",
+    "HumanEval/32",
+    "HumanEval/38",
+    "HumanEval/111",
+]
 HELPER_TASKS = ["HumanEval/32", "HumanEval/38", "HumanEval/50"]
 
 # Shared by the cheats that reach for the socket: every Unix socket among our open files.

@@ -135,9 +135,12 @@ def test_our_checker_agrees_with_bfcl_evals_on_a_sample(asset_cache: Path) -> No
     proc = subprocess.run(
         [sys.executable, "-c", REFERENCE, str(path), ",".join(CATEGORIES)],
         input="".join(json.dumps(j) + "\n" for j in jobs),
-        capture_output=True, text=True, check=False, cwd="/",
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd="/",
         env={"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"},
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     theirs = [json.loads(line) for line in proc.stdout.splitlines()]
     assert len(theirs) == len(jobs)

@@ -29,8 +29,9 @@ def test_a_relative_file_suite_resolves_against_the_policy_folder(
 ) -> None:
     (tmp_path / "team" / "tasks").mkdir(parents=True)
     (tmp_path / "team" / "tasks" / "mine.jsonl").write_text((EXAMPLE / "number.jsonl").read_text())
-    path = _policy(tmp_path / "team", 'name = "file:tasks/mine.jsonl"\ndev_size = 5\n'
-                   "heldout_size = 20")  # fmt: skip
+    path = _policy(
+        tmp_path / "team", 'name = "file:tasks/mine.jsonl"\ndev_size = 5\nheldout_size = 20'
+    )
     monkeypatch.chdir(tmp_path)  # not the policy's folder
     policy = load_policy(path)
     assert policy.suite.name == f"file:{tmp_path / 'team' / 'tasks' / 'mine.jsonl'}"
@@ -63,8 +64,11 @@ def test_a_policy_refuses_a_suite_name_that_is_neither_built_in_nor_a_file(
 
 
 def test_a_private_held_out_pool_from_a_second_suite(tmp_path: Path, asset_cache: Path) -> None:
-    path = _policy(tmp_path, f'name = "bfcl:simple"\nheldout_suite = "file:{EXAMPLE}"\n'
-                   "dev_size = 10\nheldout_size = 150")  # fmt: skip
+    path = _policy(
+        tmp_path,
+        f'name = "bfcl:simple"\nheldout_suite = "file:{EXAMPLE}"\n'
+        "dev_size = 10\nheldout_size = 150",
+    )
     policy = load_policy(path)
     check_suite(policy, asset_cache)
     suite = policy_suite(policy.suite, asset_cache)
@@ -77,8 +81,13 @@ def test_a_private_held_out_pool_from_a_second_suite(tmp_path: Path, asset_cache
     assert policy_splits(bigger, asset_cache, "secret").heldout[:150] == splits.heldout
     task = suite.task(splits.heldout[0])
     assert task.id == splits.heldout[0] and task.suite == "file"
-    same = load_policy(_policy(tmp_path, f'name = "file:{EXAMPLE}"\nheldout_suite = '
-                               f'"file:{EXAMPLE}/"\ndev_size = 1\nheldout_size = 1'))  # fmt: skip
+    same = load_policy(
+        _policy(
+            tmp_path,
+            f'name = "file:{EXAMPLE}"\nheldout_suite = '
+            f'"file:{EXAMPLE}/"\ndev_size = 1\nheldout_size = 1',
+        )
+    )
     with pytest.raises(ConfigError, match="names the same suite"):
         check_suite(same, asset_cache)
     short = policy.model_copy(

@@ -33,23 +33,49 @@ WEATHER = {
 
 # One task of each core check type, written exactly as the format.
 CORE = [
-    {"id": "t1", "prompt": "Capital of France?", "expected": "Paris",
-     "check": {"type": "exact"}},
-    {"id": "t2", "prompt": [{"role": "system", "content": "Be brief."},
-                            {"role": "user", "content": "Capital of Japan?"}],
-     "expected": "tokyo", "check": {"type": "exact", "casefold": True}},
+    {"id": "t1", "prompt": "Capital of France?", "expected": "Paris", "check": {"type": "exact"}},
+    {
+        "id": "t2",
+        "prompt": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Capital of Japan?"},
+        ],
+        "expected": "tokyo",
+        "check": {"type": "exact", "casefold": True},
+    },
     {"id": "t3", "prompt": "7 + 5?", "expected": 12, "check": {"type": "number"}},
-    {"id": "t4", "prompt": "pi to two places?", "expected": 3.14,
-     "check": {"type": "number", "tol": 0.01}},
-    {"id": "t5", "prompt": "Say hello.", "expected": "^\\s*(hello|hi)\\b",
-     "check": {"type": "regex"}},
-    {"id": "t6", "prompt": "Weather in Paris?", "tools": [WEATHER],
-     "expected": [{"name": "get_weather",
-                   "arguments": {"city": ["Paris", "paris"], "unit": ["celsius", ""]}}],
-     "check": {"type": "calls"}},
-    {"id": "t7", "prompt": "Say nothing to the tools.", "tools": [WEATHER], "expected": [],
-     "check": {"type": "calls"}},
-]  # fmt: skip
+    {
+        "id": "t4",
+        "prompt": "pi to two places?",
+        "expected": 3.14,
+        "check": {"type": "number", "tol": 0.01},
+    },
+    {
+        "id": "t5",
+        "prompt": "Say hello.",
+        "expected": "^\\s*(hello|hi)\\b",
+        "check": {"type": "regex"},
+    },
+    {
+        "id": "t6",
+        "prompt": "Weather in Paris?",
+        "tools": [WEATHER],
+        "expected": [
+            {
+                "name": "get_weather",
+                "arguments": {"city": ["Paris", "paris"], "unit": ["celsius", ""]},
+            }
+        ],
+        "check": {"type": "calls"},
+    },
+    {
+        "id": "t7",
+        "prompt": "Say nothing to the tools.",
+        "tools": [WEATHER],
+        "expected": [],
+        "check": {"type": "calls"},
+    },
+]
 
 
 class NoCodeChecks:
@@ -72,8 +98,15 @@ def core(tmp_path: Path) -> FileSuite:
 def test_the_core_format_loads_with_kinds_from_the_check(core: FileSuite) -> None:
     assert core.task_ids() == [t["id"] for t in CORE]
     kinds = {i: core.task(i).kind for i in core.task_ids()}
-    assert kinds == {"t1": "answer", "t2": "answer", "t3": "answer", "t4": "answer",
-                     "t5": "answer", "t6": "function_call", "t7": "function_call"}  # fmt: skip
+    assert kinds == {
+        "t1": "answer",
+        "t2": "answer",
+        "t3": "answer",
+        "t4": "answer",
+        "t5": "answer",
+        "t6": "function_call",
+        "t7": "function_call",
+    }
     t2 = core.task("t2")
     assert [(m.role, m.content) for m in t2.prompt] == [
         ("system", "Be brief."),
@@ -87,21 +120,32 @@ def test_the_core_format_loads_with_kinds_from_the_check(core: FileSuite) -> Non
 
 
 CASES = [
-    ("t1", "  Paris \n", True), ("t1", "paris", False), ("t1", "Paris.", False),
-    ("t2", "TOKYO", True), ("t2", "Kyoto", False),
-    ("t3", "12", True), ("t3", "It is 12.", True), ("t3", 12, True), ("t3", "7 + 5 = 12", False),
-    ("t3", "12.0000001", True), ("t3", "twelve", False), ("t3", ["12"], False),
-    ("t4", "3.1415", True), ("t4", "3.16", False),
-    ("t5", "hello there", True), ("t5", "Hi", False), ("t5", "oh hello", False),
+    ("t1", "  Paris \n", True),
+    ("t1", "paris", False),
+    ("t1", "Paris.", False),
+    ("t2", "TOKYO", True),
+    ("t2", "Kyoto", False),
+    ("t3", "12", True),
+    ("t3", "It is 12.", True),
+    ("t3", 12, True),
+    ("t3", "7 + 5 = 12", False),
+    ("t3", "12.0000001", True),
+    ("t3", "twelve", False),
+    ("t3", ["12"], False),
+    ("t4", "3.1415", True),
+    ("t4", "3.16", False),
+    ("t5", "hello there", True),
+    ("t5", "Hi", False),
+    ("t5", "oh hello", False),
     ("t6", [{"name": "get_weather", "arguments": {"city": "Paris"}}], True),
     ("t6", [{"name": "get_weather", "arguments": {"city": "paris", "unit": "celsius"}}], True),
-    ("t6", [{"name": "get_weather", "arguments": {"city": "Paris", "unit": "fahrenheit"}}],
-     False),
+    ("t6", [{"name": "get_weather", "arguments": {"city": "Paris", "unit": "fahrenheit"}}], False),
     ("t6", [{"name": "get_weather", "arguments": {"city": "Lyon"}}], False),
     ("t6", [{"name": "get_weather", "arguments": {"city": "Paris"}}] * 2, False),
     ("t6", "get_weather(city='Paris')", False),
-    ("t7", [], True), ("t7", [{"name": "get_weather", "arguments": {"city": "Paris"}}], False),
-]  # fmt: skip
+    ("t7", [], True),
+    ("t7", [{"name": "get_weather", "arguments": {"city": "Paris"}}], False),
+]
 
 
 @pytest.mark.parametrize(("task_id", "output", "passed"), CASES)
@@ -135,32 +179,54 @@ BAD = [
     ('{"id": "a", "prompt": "x", "expected": 1}', "key 'check': missing"),
     ('{"id": "a", "prompt": "x", "check": {"type": "exact"}}', "key 'expected': missing"),
     ('{"prompt": "x", "expected": 1, "check": {"type": "exact"}}', "key 'id': missing"),
-    ('{"id": "a", "prompt": "x", "expected": 1, "check": {"type": "fuzzy"}}',
-     "key 'check.type': expected one of exact, number, regex, calls, python"),
-    ('{"id": "a", "prompt": "x", "expected": 1, "check": {"type": "exact", "casefld": true}}',
-     "key 'check.casefld': unknown key"),
-    ('{"id": "a", "prompt": "x", "expected": 1, "check": {"type": "exact"}, "expect": 2}',
-     "key 'expect': unknown key"),
-    ('{"id": "a", "prompt": "x", "expected": "12", "check": {"type": "number"}}',
-     "key 'expected': a 'number' check needs a number"),
-    ('{"id": "a", "prompt": "x", "expected": 1, "check": {"type": "number", "tol": -1}}',
-     "key 'check.tol'"),
-    ('{"id": "a", "prompt": "x", "expected": "(", "check": {"type": "regex"}}',
-     "key 'expected': not a valid regular expression"),
-    ('{"id": "a", "prompt": "x", "expected": [], "check": {"type": "calls"}}',
-     "key 'tools': a 'calls' check needs the tools"),
-    ('{"id": "a", "prompt": [{"role": "robot", "content": "x"}], "expected": 1, '
-     '"check": {"type": "exact"}}', "key 'prompt[0].role'"),
+    (
+        '{"id": "a", "prompt": "x", "expected": 1, "check": {"type": "fuzzy"}}',
+        "key 'check.type': expected one of exact, number, regex, calls, python",
+    ),
+    (
+        '{"id": "a", "prompt": "x", "expected": 1, "check": {"type": "exact", "casefld": true}}',
+        "key 'check.casefld': unknown key",
+    ),
+    (
+        '{"id": "a", "prompt": "x", "expected": 1, "check": {"type": "exact"}, "expect": 2}',
+        "key 'expect': unknown key",
+    ),
+    (
+        '{"id": "a", "prompt": "x", "expected": "12", "check": {"type": "number"}}',
+        "key 'expected': a 'number' check needs a number",
+    ),
+    (
+        '{"id": "a", "prompt": "x", "expected": 1, "check": {"type": "number", "tol": -1}}',
+        "key 'check.tol'",
+    ),
+    (
+        '{"id": "a", "prompt": "x", "expected": "(", "check": {"type": "regex"}}',
+        "key 'expected': not a valid regular expression",
+    ),
+    (
+        '{"id": "a", "prompt": "x", "expected": [], "check": {"type": "calls"}}',
+        "key 'tools': a 'calls' check needs the tools",
+    ),
+    (
+        '{"id": "a", "prompt": [{"role": "robot", "content": "x"}], "expected": 1, '
+        '"check": {"type": "exact"}}',
+        "key 'prompt[0].role'",
+    ),
     ('{"id": "a", "prompt": "", "expected": 1, "check": {"type": "exact"}}', "key 'prompt'"),
     ('{"id": "a b", "prompt": "x", "expected": 1, "check": {"type": "exact"}}', "key 'id'"),
-    ('{"id": "a", "prompt": "x", "expected": 1, "check": {"type": "exact"}, "id": "b"}',
-     "key 'id' appears twice"),
+    (
+        '{"id": "a", "prompt": "x", "expected": 1, "check": {"type": "exact"}, "id": "b"}',
+        "key 'id' appears twice",
+    ),
     ('{"id": "a", "prompt": "x", "expected": NaN, "check": {"type": "exact"}}', "NaN is not JSON"),
     ('{"id": "a", "prompt": "x", "expected": 1, "check": {"type": "exact"}', "not one JSON object"),
     ('["a"]', "key '(line)': expected one JSON object per line"),
-    ('{"id": "a", "prompt": "x", "expected": 1, "check": {"type": "python", '
-     '"checker": "nowhere.py:f"}}', "key 'check.checker'"),
-]  # fmt: skip
+    (
+        '{"id": "a", "prompt": "x", "expected": 1, "check": {"type": "python", '
+        '"checker": "nowhere.py:f"}}',
+        "key 'check.checker'",
+    ),
+]
 
 
 @pytest.mark.parametrize(("line", "message"), BAD)
@@ -178,8 +244,11 @@ def test_a_bad_line_names_file_line_and_key(tmp_path: Path, line: str, message: 
 def test_duplicate_ids_are_refused_across_the_files_of_a_folder(tmp_path: Path) -> None:
     _write(tmp_path / "a.jsonl", CORE[:2])
     _write(tmp_path / "b.jsonl", [CORE[2], {**CORE[3], "id": "t2"}])
-    with pytest.raises(ConfigError, match=r"b\.jsonl:2: key 'id': 't2' is already the id of "
-                                           r"the task on a\.jsonl:2"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"b\.jsonl:2: key 'id': 't2' is already the id of "
+        r"the task on a\.jsonl:2",
+    ):
         FileSuite.load(tmp_path)
 
 
@@ -208,8 +277,12 @@ def test_empty_missing_and_non_utf8_files_are_refused(tmp_path: Path) -> None:
 
 def test_the_name_carries_a_hash_of_the_tasks_and_their_checkers(tmp_path: Path) -> None:
     (tmp_path / "check.py").write_text("def ok(output, expected):\n    return True\n")
-    task = {"id": "p", "prompt": "x", "expected": None,
-            "check": {"type": "python", "checker": "check.py:ok"}}  # fmt: skip
+    task = {
+        "id": "p",
+        "prompt": "x",
+        "expected": None,
+        "check": {"type": "python", "checker": "check.py:ok"},
+    }
     path = _write(tmp_path / "mine.jsonl", [CORE[0], task])
     first = FileSuite.load(path)
     assert first.name.startswith("file:mine@") and first.sources == [path, tmp_path / "check.py"]

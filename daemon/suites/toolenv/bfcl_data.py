@@ -42,14 +42,33 @@ REVEAL_PROMPT = "I have updated some more functions you can choose from. What ab
 PYTHON_LANGUAGE_HINT = " Note that the provided function is in Python 3 syntax."
 # bfcl_eval/constants/type_mappings.py GORILLA_TO_OPENAPI
 GORILLA_TO_OPENAPI: dict[str, str] = {
-    "integer": "integer", "number": "number", "float": "number", "string": "string",
-    "boolean": "boolean", "bool": "boolean", "array": "array", "list": "array",
-    "dict": "object", "object": "object", "tuple": "array", "any": "string",
-    "byte": "integer", "short": "integer", "long": "integer", "double": "number",
-    "char": "string", "ArrayList": "array", "Array": "array", "HashMap": "object",
-    "Hashtable": "object", "Queue": "array", "Stack": "array", "Any": "string",
-    "String": "string", "Bigint": "integer",
-}  # fmt: skip
+    "integer": "integer",
+    "number": "number",
+    "float": "number",
+    "string": "string",
+    "boolean": "boolean",
+    "bool": "boolean",
+    "array": "array",
+    "list": "array",
+    "dict": "object",
+    "object": "object",
+    "tuple": "array",
+    "any": "string",
+    "byte": "integer",
+    "short": "integer",
+    "long": "integer",
+    "double": "number",
+    "char": "string",
+    "ArrayList": "array",
+    "Array": "array",
+    "HashMap": "object",
+    "Hashtable": "object",
+    "Queue": "array",
+    "Stack": "array",
+    "Any": "string",
+    "String": "string",
+    "Bigint": "integer",
+}
 
 Read = Callable[[str], bytes]
 Call = dict[str, Any]  # {"name": str, "arguments": {...}}

@@ -67,9 +67,12 @@ def _start(args: dict[str, Any]) -> Episode:
 
         dojo = AgentDojo(wheel, sha256, cache_dir)
         return AgentDojoEpisode(
-            dojo, args["suite"], args["user_task"], args.get("injection_task"),
+            dojo,
+            args["suite"],
+            args["user_task"],
+            args.get("injection_task"),
             args.get("injections") or {},
-        )  # fmt: skip
+        )
     raise ValueError(f"unknown environment kind {args['kind']!r}")
 
 
