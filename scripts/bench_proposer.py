@@ -50,9 +50,10 @@ from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.evaluation.report import EvalReport
 from daemon.evaluation.runtime import Runtime, eval_instance, open_runtime
 from daemon.gateway import ledger
-from daemon.improve import candidates, edit_protocol
+from daemon.improve import candidates
 from daemon.improve.loop import Ask, ImprovementLoop, LoopControl
 from daemon.improve.pipeline import SMOKE_FAILURES
+from daemon.improve.proposer import edit_protocol
 from daemon.lineage import Lineage, Version
 from daemon.patches import (
     ParseFailure,

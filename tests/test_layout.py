@@ -105,3 +105,117 @@ def test_no_import_cycles_between_modules_and_sandbox_never_imports_daemon() -> 
     for name in graph:
         if name not in state:
             visit(name)
+
+
+def _graph() -> dict[str, set[str]]:
+    names = {_module_name(p): p for p in _modules()}
+    return {
+        name: {m for m in _imports(path, name) if m in names and m != name}
+        for name, path in names.items()
+    }
+
+
+def _reach(graph: dict[str, set[str]], start: set[str]) -> set[str]:
+    """Every module reachable from ``start`` through imports (importing ``a.b`` also runs
+    the package ``a``'s ``__init__``)."""
+    seen: set[str] = set()
+    todo = list(start)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        parts = name.split(".")
+        todo.extend(
+            ".".join(parts[:i]) for i in range(1, len(parts)) if ".".join(parts[:i]) in graph
+        )
+        todo.extend(graph.get(name, ()))
+    return seen
+
+
+# What the pure acceptance core may import from the standard library: no IO, no clocks, no
+# threads, no randomness (its functions are deterministic functions of their arguments).
+_CORE_STDLIB = {
+    "__future__",
+    "collections",
+    "dataclasses",
+    "enum",
+    "functools",
+    "itertools",
+    "math",
+    "typing",
+    "bisect",
+    "heapq",
+    "fractions",
+    "statistics",
+    "operator",
+}
+
+
+def test_acceptance_core_is_pure() -> None:
+    """``daemon.acceptance`` imports nothing from ``daemon`` outside itself, and from the
+    standard library only what computes (the guarantees in DESIGN.md are about this code)."""
+    for path in sorted((DAEMON / "acceptance").rglob("*.py")):
+        name = _module_name(path)
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                mods = [node.module or ""] if node.level == 0 else ["daemon.acceptance"]
+            elif isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            else:
+                continue
+            for mod in mods:
+                top = mod.split(".")[0]
+                if top in ("daemon", "sandbox"):
+                    assert mod == "daemon.acceptance" or mod.startswith("daemon.acceptance."), (
+                        f"{name} imports {mod}: the acceptance core imports nothing from "
+                        "daemon outside itself"
+                    )
+                else:
+                    assert top in _CORE_STDLIB, (
+                        f"{name} imports {mod}: not on the core's list of pure modules"
+                    )
+
+
+# Modules through which held-out data can be read: the store and every table owner, the
+# lineage (candidates carry their verdicts), the alpha ledger, the held-out stage and the
+# pipeline that runs it, the runtime and the splits (held-out ids), the acceptance core.
+_HELDOUT_REACHABLE = (
+    "daemon.store",
+    "daemon.evaluation.results",
+    "daemon.evaluation.runtime",
+    "daemon.evaluation.evaluator",
+    "daemon.suites",
+    "daemon.lineage",
+    "daemon.gateway",
+    "daemon.acceptance",
+    "daemon.improve.alpha_ledger",
+    "daemon.improve.heldout",
+    "daemon.improve.pipeline",
+    "daemon.improve.briefing",
+    "daemon.live",
+    "daemon.control",
+)
+
+
+def proposer_closure_violations(graph: dict[str, set[str]]) -> list[str]:
+    closure = _reach(graph, {m for m in graph if m.startswith("daemon.improve.proposer")})
+    return sorted(
+        m for m in closure if any(m == b or m.startswith(b + ".") for b in _HELDOUT_REACHABLE)
+    )
+
+
+def test_the_proposer_cannot_import_anything_that_reaches_heldout_results() -> None:
+    """The information rule, enforced by the import graph: nothing the proposer package
+    imports, at any depth, can read held-out ids, results, verdicts or the alpha ledger."""
+    graph = _graph()
+    assert any(m.startswith("daemon.improve.proposer.") for m in graph)
+    bad = proposer_closure_violations(graph)
+    assert not bad, (
+        f"daemon.improve.proposer reaches {bad}: the proposer may learn of held-out outcomes "
+        "only what daemon.improve.briefing hands it"
+    )
+    # The packages on the way must not import anything themselves (their __init__ runs).
+    for package in ("daemon", "daemon.improve", "daemon.evaluation"):
+        assert not graph.get(package), (package, graph.get(package))

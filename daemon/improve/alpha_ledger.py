@@ -7,7 +7,7 @@ about one fixed procedure, so later policy edits of these do not apply to this l
 its epoch, position, alpha and block, and how the test ended (``running`` while it runs,
 then ``promoted``, ``not_promoted``, or ``void`` when harnessd stopped mid-test).
 
-The :class:`~daemon.improve.spending.LineageBudget` is rebuilt from these rows, so a
+The :class:`~daemon.acceptance.spending.LineageBudget` is rebuilt from these rows, so a
 restart resumes with exactly the same alpha accounting. A void test keeps its slot and
 counts as not promoted: its alpha is spent, which is always sound (DESIGN.md, "Acceptance").
 """
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from daemon.improve.spending import LineageBudget, NextTest
+from daemon.acceptance.spending import LineageBudget, NextTest
 from daemon.store import Store
 
 TestState = Literal["running", "promoted", "not_promoted", "void"]

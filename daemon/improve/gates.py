@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from daemon.acceptance.explain import Decision, Part
 from daemon.config.policy import GatesPolicy
 from daemon.evaluation.report import EvalReport, TaskResult
-from daemon.improve.decision import Decision, Part
 from daemon.verdict import GateResult, Stage, Verdict
 
 

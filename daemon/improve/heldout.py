@@ -20,24 +20,24 @@ from dataclasses import dataclass
 
 import anyio
 
+from daemon.acceptance.explain import Decision
+from daemon.acceptance.explain import decide as explain
+from daemon.acceptance.observations import HarnessResult, PairedOutcome
+from daemon.acceptance.ordering import ready_in_order
+from daemon.acceptance.rule import AcceptanceState, Verdict, begin, observe
+from daemon.acceptance.spending import NextTest
 from daemon.config.policy import Policy
 from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.evaluation.report import EvalReport, TaskResult
 from daemon.evaluation.runtime import Runtime
 from daemon.improve import alpha_ledger
-from daemon.improve.acceptance import AcceptanceState, Verdict, begin, observe
 from daemon.improve.alpha_ledger import PinnedSettings
-from daemon.improve.decision import Decision
-from daemon.improve.decision import decide as explain
-from daemon.improve.observations import HarnessResult, PairedOutcome
-from daemon.improve.ordering import ready_in_order
 from daemon.improve.procedure import (
     acceptance_policy,
     block_for,
     block_hash,
     wanted_settings,
 )
-from daemon.improve.spending import NextTest
 
 Baseline = Callable[[list[str], str], Awaitable[EvalReport]]
 

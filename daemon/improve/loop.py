@@ -27,11 +27,12 @@ from daemon.evaluation.runtime import Runtime
 from daemon.gateway import ledger
 from daemon.gateway.ledger import Charge
 from daemon.gateway.metering import MeteredModel
-from daemon.improve import alpha_ledger, archive, candidates, edit_protocol
+from daemon.improve import alpha_ledger, briefing, candidates
 from daemon.improve.pipeline import Pipeline
 from daemon.improve.power_report import current_row, next_candidate_line
 from daemon.improve.procedure import wanted_settings
-from daemon.improve.proposer import FailedTask, build_prompt, proposal_request
+from daemon.improve.proposer import archive, edit_protocol
+from daemon.improve.proposer.prompt import FailedTask, build_prompt, proposal_request
 from daemon.improve.tried import TriedPrograms
 from daemon.lineage import Lineage, Version
 from daemon.patches import ParseFailure, PatchRejected, Proposal, parse_proposal
@@ -391,18 +392,21 @@ class ImprovementLoop:
     def _reached_heldout(self) -> set[int]:
         """The candidates that got to the held-out stage (began a held-out test in the alpha
         ledger, or ran on the split): of each, the proposer learns only whether it was
-        promoted (``archive.proposer_verdict``)."""
+        promoted (``briefing.outcome``)."""
         held = {t.candidate_id for t in alpha_ledger.tests(self.rt.store)}
         return held | results.candidates_run_on(self.rt.store, "heldout")
 
     def _archive(self, live: Version) -> str:
         policy = self.rt.policy.get()
-        return archive.build(
+        entries = briefing.archive_entries(
             self.lineage,
             self.rt.store,
             live,
             heldout_ids=self._reached_heldout(),
             model=policy.models.primary,
+        )
+        return archive.section(
+            entries,
             max_entries=policy.proposer.verdicts_shown,
             budget_tokens=policy.proposer.archive_tokens,
         )

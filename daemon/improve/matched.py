@@ -20,13 +20,13 @@ import json
 import math
 from collections import Counter
 
+from daemon.acceptance.eprocess import Counts, TernaryEProcess
 from daemon.config.policy import Policy
 from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.evaluation.report import TaskResult
 from daemon.evaluation.runtime import Runtime
 from daemon.improve.heldout import HeldoutRun, counted
 from daemon.improve.procedure import acceptance_policy
-from daemon.improve.sequential import Counts, TernaryEProcess
 from daemon.verdict import GateResult
 
 TEST = "net tasks solved against the parent's majority vote over k runs at the same tokens"

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from daemon.acceptance.explain import Decision, run_block
+from daemon.acceptance.observations import PairedOutcome
 from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.evaluation.runtime import Runtime
-from daemon.improve.decision import Decision, run_block
 from daemon.improve.heldout import HeldoutRun, counted
-from daemon.improve.observations import PairedOutcome
 from daemon.improve.procedure import acceptance_policy
 
 

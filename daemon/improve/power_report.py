@@ -1,7 +1,7 @@
 """Power you can state: the smallest paired gain a policy detects with power 0.8.
 
 Exact (dynamic programming over the real decision rule, futility and curtailment included;
-:mod:`daemon.improve.power`), for the policy's pool and block sizes and its lineage budget:
+:mod:`daemon.acceptance.power`), for the policy's pool and block sizes and its lineage budget:
 the first candidate of the first epoch, a few later positions, and the first candidate after
 a promotion (whose block is fresh or, on a one-block pool, reused at a price). "No losses":
 the candidate newly solves a share of the tasks and newly fails none. With losses mixed in
@@ -16,12 +16,12 @@ import math
 import threading
 from dataclasses import dataclass
 
+from daemon.acceptance.knobs import AcceptancePolicy
+from daemon.acceptance.power import DiscordanceModel, detectable_gain, sequential_power
+from daemon.acceptance.spending import LineageBudget
 from daemon.config.policy import Policy
-from daemon.improve.acceptance_policy import AcceptancePolicy
 from daemon.improve.alpha_ledger import PinnedSettings
-from daemon.improve.power import DiscordanceModel, detectable_gain, sequential_power
 from daemon.improve.procedure import acceptance_policy, empty_budget, wanted_settings
-from daemon.improve.spending import LineageBudget
 
 TARGET = 0.8
 POSITIONS = (1, 3, 10, 30)

@@ -1,7 +1,7 @@
 """The acceptance procedure a policy asks for: the test's knobs, the lineage budget, the blocks.
 
 Glue between the policy (``[acceptance]``, ``[gates.honesty]``, ``[suite]``) and the
-statistical core (:mod:`daemon.improve.acceptance`, :mod:`daemon.improve.spending`), used by
+statistical core (:mod:`daemon.acceptance.rule`, :mod:`daemon.acceptance.spending`), used by
 the held-out stage, by ``policy check`` and by the benchmark, so all three state and run the
 same procedure.
 """
@@ -12,10 +12,10 @@ import hashlib
 import json
 from dataclasses import replace
 
+from daemon.acceptance.knobs import AcceptancePolicy
+from daemon.acceptance.spending import HeldOutBlock, LineageBudget, held_out_block
 from daemon.config.policy import Policy
-from daemon.improve.acceptance_policy import AcceptancePolicy
 from daemon.improve.alpha_ledger import PinnedSettings
-from daemon.improve.spending import HeldOutBlock, LineageBudget, held_out_block
 
 
 def acceptance_policy(policy: Policy) -> AcceptancePolicy:

@@ -2,7 +2,7 @@
 
 Recomputed from the stored reports (the candidate's held-out run and its parent's baseline on
 the same tasks), in the parent's task order, which is the order the pipeline fed results in.
-The test itself is the pipeline's (:mod:`daemon.improve.acceptance`, fed in the same order,
+The test itself is the pipeline's (:mod:`daemon.acceptance.rule`, fed in the same order,
 at the candidate's alpha share read from its verdict), with the default policy's knobs
 (margin, weights, honesty tolerance): the report has no policy of its own.
 """
@@ -12,11 +12,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from daemon.acceptance.observations import HarnessResult, PairedOutcome
+from daemon.acceptance.rule import Verdict, begin, observe
 from daemon.config.policy import Policy
 from daemon.evaluation.report import EvalReport, TaskResult
 from daemon.evaluation.results import FinishedRun
-from daemon.improve.acceptance import Verdict, begin, observe
-from daemon.improve.observations import HarnessResult, PairedOutcome
 from daemon.improve.procedure import acceptance_policy
 from daemon.lineage.records import Candidate
 from daemon.report.data import ReportData

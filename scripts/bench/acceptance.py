@@ -1,7 +1,7 @@
 """Simulation benchmark of candidate acceptance (no Docker, no model; fixed seed).
 
-Runs the daemon's real decision code (``daemon.improve.acceptance``) under the real lineage
-budget (``daemon.improve.spending``), both configured from the default policy exactly as the
+Runs the daemon's real decision code (``daemon.acceptance.rule``) under the real lineage
+budget (``daemon.acceptance.spending``), both configured from the default policy exactly as the
 held-out stage configures them (``daemon.improve.procedure``), on synthetic task
 populations, and prints a markdown report (README, "Acceptance"). Sections:
 
@@ -42,13 +42,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from daemon.acceptance.knobs import AcceptancePolicy
+from daemon.acceptance.observations import HarnessResult, PairedOutcome
+from daemon.acceptance.power import DiscordanceModel, sequential_power
+from daemon.acceptance.rule import Verdict, begin, observe
+from daemon.acceptance.spending import held_out_block
 from daemon.config.policy import Policy
-from daemon.improve.acceptance import Verdict, begin, observe
-from daemon.improve.acceptance_policy import AcceptancePolicy
-from daemon.improve.observations import HarnessResult, PairedOutcome
-from daemon.improve.power import DiscordanceModel, sequential_power
 from daemon.improve.procedure import acceptance_policy, empty_budget, wanted_settings
-from daemon.improve.spending import held_out_block
 
 SEED = 20261201
 POOL = 380  # BFCL simple: 400 tasks, 20 dev

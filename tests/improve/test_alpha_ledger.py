@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from daemon.config.policy import Policy
-from daemon.improve import alpha_ledger, archive
+from daemon.improve import alpha_ledger, briefing
 from daemon.improve.loop import ImprovementLoop, LoopControl
 from daemon.improve.procedure import acceptance_policy, block_for, empty_budget, wanted_settings
+from daemon.improve.proposer import archive
 from daemon.lineage import Lineage
 from daemon.store import SCHEMA_VERSION, Store
 from daemon.verdict import GateResult, Verdict
@@ -156,9 +157,8 @@ def test_the_proposer_learns_only_promoted_or_not_about_heldout_candidates(
     rt: Any = SimpleNamespace(store=store)
     seen = ImprovementLoop(rt, lineage, LoopControl())._reached_heldout()
     assert {heldout, cut} <= seen
-    text = archive.build(
-        lineage, store, seed, heldout_ids=seen, model="m", max_entries=10, budget_tokens=2000
-    )
+    entries = briefing.archive_entries(lineage, store, seed, heldout_ids=seen, model="m")
+    text = archive.section(entries, max_entries=10, budget_tokens=2000)
     assert "rejected at dev: dev_screen" in text and "dev accuracy 10%" in text  # dev data
     assert text.count("not promoted") == 3 and "interrupted" not in text
     for secret in ("accuracy:", "panel:", "0.731", "secret", "17 tasks", "heldout"):

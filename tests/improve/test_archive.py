@@ -11,7 +11,8 @@ import pytest
 from daemon.config.policy import PatchPolicy
 from daemon.evaluation import results
 from daemon.evaluation.report import CoverageReport, TaskResult, build_report
-from daemon.improve import archive, candidates, edit_protocol
+from daemon.improve import briefing, candidates
+from daemon.improve.proposer import archive, edit_protocol
 from daemon.improve.tried import TriedPrograms
 from daemon.lineage import Lineage, Version
 from daemon.patches.targets import find_targets
@@ -102,14 +103,15 @@ def _heldout_verdict() -> Verdict:
 
 
 def _build(store: Store, lineage: Lineage, **kw: int) -> str:
-    return archive.build(
+    entries = briefing.archive_entries(
         lineage,
         store,
         lineage.current(),
         heldout_ids=results.candidates_run_on(store, "heldout"),
         model=MODEL,
-        max_entries=kw.get("max_entries", 20),
-        budget_tokens=kw.get("budget", 5000),
+    )
+    return archive.section(
+        entries, max_entries=kw.get("max_entries", 20), budget_tokens=kw.get("budget", 5000)
     )
 
 
@@ -133,8 +135,8 @@ def test_one_bit_even_while_interrupted_at_heldout(world: tuple[Store, Lineage, 
     cid = lineage.add_candidate(seed, "proposer", MODEL, "r", "", "raw")
     lineage.set_candidate(cid, "interrupted", "heldout")
     cand = lineage.candidate(cid)
-    assert archive.reached_heldout(cand, set())
-    assert archive.proposer_verdict(cand, True) == "not promoted"
+    assert briefing.reached_heldout(cand, set())
+    assert briefing.outcome(cand, True) == "not promoted"
 
 
 def test_earlier_stages_say_why_with_their_dev_figures(
@@ -189,7 +191,7 @@ def test_a_repeated_patch_is_refused_and_shown_once_with_a_count(
     cand = lineage.candidate(again)
     assert cand.state == "rejected" and cand.verdict is not None
     assert cand.verdict.reason == f"duplicate of c{first}; not evaluated again"
-    assert archive.duplicate_of(cand) == first
+    assert briefing.duplicate_of(cand) == first
     text = _build(store, lineage)
     assert f"c{first} on v0001 (proposer, proposed 2 times): rejected at smoke" in text
     assert f"c{again} " not in text
@@ -207,7 +209,11 @@ def test_the_budget_keeps_the_most_relevant_entries(
         )
     full = _build(store, lineage)
     assert all(f"c{cid} " in full for cid in ids)
-    one = len(archive.render_entry(archive.Entry(lineage.candidate(ids[0]), "x", "v0001"))) // 3
+    first = lineage.candidate(ids[0])
+    entry = archive.ArchiveEntry(
+        first.id, first.source, first.rationale, first.patch, first.raw, "x", "v0001"
+    )
+    one = len(archive.render_entry(entry)) // 3
     small = _build(store, lineage, budget=one + 60)
     assert f"c{ids[0]} " in small and f"c{ids[1]} " not in small
     assert len(small) <= (one + 60) * archive.CHARS_PER_TOKEN

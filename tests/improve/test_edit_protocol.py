@@ -11,7 +11,7 @@ import pytest
 from llama_cpp.llama_grammar import json_schema_to_gbnf
 
 from daemon.config.policy import PatchPolicy
-from daemon.improve import edit_protocol
+from daemon.improve.proposer import edit_protocol
 from daemon.patches import ParseFailure, PatchRejected, Proposal, apply_proposal, static_check
 from daemon.patches.operations import SetConstant
 from daemon.patches.targets import find_targets

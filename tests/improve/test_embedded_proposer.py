@@ -13,8 +13,8 @@ import pytest
 from daemon.config.policy import PatchPolicy, RetryPolicy
 from daemon.config.settings import LoadedSettings, Settings
 from daemon.evaluation.report import CoverageReport, TaskResult, build_report
-from daemon.improve import edit_protocol
-from daemon.improve.proposer import FailedTask, build_prompt, proposal_request
+from daemon.improve.proposer import edit_protocol
+from daemon.improve.proposer.prompt import FailedTask, build_prompt, proposal_request
 from daemon.patches import PatchRejected, Proposal, apply_proposal, static_check
 from daemon.patches.targets import find_targets
 from daemon.providers import make_provider

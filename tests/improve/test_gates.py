@@ -6,13 +6,13 @@ import random
 
 import pytest
 
+from daemon.acceptance.explain import Decision, run_block
+from daemon.acceptance.knobs import AcceptancePolicy
 from daemon.config.policy import GatesPolicy
 from daemon.evaluation.report import CoverageReport, EvalReport, TaskResult, build_report
 from daemon.improve import gates
-from daemon.improve.acceptance_policy import AcceptancePolicy
-from daemon.improve.decision import Decision, run_block
 from daemon.verdict import GateResult
-from tests.improve.stats_helpers import sample
+from tests.acceptance.stats_helpers import sample
 
 pytestmark = pytest.mark.unit
 

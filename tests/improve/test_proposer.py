@@ -8,7 +8,7 @@ import pytest
 
 from daemon.evaluation.coverage import NeverExecuted
 from daemon.evaluation.report import CoverageReport, EvalReport, TaskResult, build_report
-from daemon.improve.proposer import FailedTask, build_prompt, proposal_request
+from daemon.improve.proposer.prompt import FailedTask, build_prompt, proposal_request
 from daemon.patches.targets import find_targets
 from daemon.providers.base import Message
 

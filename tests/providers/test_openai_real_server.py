@@ -11,7 +11,7 @@ import pytest
 from provider_helpers import MakeSettings
 
 from daemon.config.policy import RetryPolicy
-from daemon.improve import edit_protocol
+from daemon.improve.proposer import edit_protocol
 from daemon.patches import Proposal
 from daemon.patches.targets import find_targets
 from daemon.providers import make_provider

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from daemon.improve.honesty import HonestySummary, honesty_gate
-from daemon.improve.observations import HarnessResult, PairedOutcome
-from tests.improve.stats_helpers import sample
+from daemon.acceptance.honesty import HonestySummary, honesty_gate
+from daemon.acceptance.observations import HarnessResult, PairedOutcome
+from tests.acceptance.stats_helpers import sample
 
 pytestmark = pytest.mark.unit
 

@@ -8,17 +8,17 @@ import random
 
 import pytest
 
-from daemon.improve.acceptance import Verdict, begin, observe
-from daemon.improve.acceptance_policy import AcceptancePolicy
-from daemon.improve.power import (
+from daemon.acceptance.knobs import AcceptancePolicy
+from daemon.acceptance.power import (
     DiscordanceModel,
     candidate_alpha,
     detectable_gain,
     detectable_gain_for_candidate,
     sequential_power,
 )
-from daemon.improve.spending import LineageBudget
-from tests.improve.stats_helpers import sample
+from daemon.acceptance.rule import Verdict, begin, observe
+from daemon.acceptance.spending import LineageBudget
+from tests.acceptance.stats_helpers import sample
 
 pytestmark = pytest.mark.unit
 

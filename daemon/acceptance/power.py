@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from daemon.improve.acceptance_policy import AcceptancePolicy
-from daemon.improve.sequential import MeanTest, logsumexp, ternary_log_value
-from daemon.improve.spending import LineageBudget
+from daemon.acceptance.eprocess import MeanTest, logsumexp, ternary_log_value
+from daemon.acceptance.knobs import AcceptancePolicy
+from daemon.acceptance.spending import LineageBudget
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import pytest
 
-from daemon.improve.acceptance import AcceptanceState, StopReason, Verdict, begin, observe
-from daemon.improve.acceptance_policy import AcceptancePolicy
-from daemon.improve.decision import decide, run_block
-from daemon.improve.observations import PairedOutcome
-from tests.improve.stats_helpers import outcome, sample
+from daemon.acceptance.explain import decide, run_block
+from daemon.acceptance.knobs import AcceptancePolicy
+from daemon.acceptance.observations import PairedOutcome
+from daemon.acceptance.rule import AcceptanceState, StopReason, Verdict, begin, observe
+from tests.acceptance.stats_helpers import outcome, sample
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,9 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from daemon.improve.acceptance import (
+from daemon.acceptance.knobs import AcceptancePolicy
+from daemon.acceptance.observations import PairedOutcome
+from daemon.acceptance.rule import (
     AcceptanceState,
     StopReason,
     Verdict,
@@ -20,8 +22,6 @@ from daemon.improve.acceptance import (
     best_log_non_inferiority,
     observe,
 )
-from daemon.improve.acceptance_policy import AcceptancePolicy
-from daemon.improve.observations import PairedOutcome
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,7 @@ import random
 
 import pytest
 
-from daemon.improve.acceptance_policy import AcceptancePolicy
-from daemon.improve.sequential import (
+from daemon.acceptance.eprocess import (
     BetMixture,
     BoundedEProcess,
     Counts,
@@ -18,6 +17,7 @@ from daemon.improve.sequential import (
     TernaryEProcess,
     ternary_log_value,
 )
+from daemon.acceptance.knobs import AcceptancePolicy
 
 pytestmark = pytest.mark.unit
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from daemon.improve.observations import HarnessResult, PairedOutcome
+from daemon.acceptance.observations import HarnessResult, PairedOutcome
 
 
 def outcome(

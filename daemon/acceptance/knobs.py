@@ -1,8 +1,8 @@
 """The knobs of the sequential Pareto acceptance rule and the one-sided tests they define.
 
 The rule itself (what is tested, why the false-promotion probability stays at most alpha) is
-described in :mod:`daemon.improve.acceptance`; the explanation of a verdict in
-:mod:`daemon.improve.decision`.
+described in :mod:`daemon.acceptance.rule`; the explanation of a verdict in
+:mod:`daemon.acceptance.explain`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from daemon.improve.sequential import BetMixture, MeanTest, Side
+from daemon.acceptance.eprocess import BetMixture, MeanTest, Side
 
 SIGN_MIXTURE = BetMixture(
     fractions=(0.98, 0.93, 0.85, 0.7, 0.5),

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from daemon.improve.spending import (
+from daemon.acceptance.spending import (
     LineageBudget,
     PowerLawSchedule,
     Schedule,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from daemon.evaluation.report import EvalReport, TaskResult
-from daemon.improve import edit_protocol
+from daemon.improve.proposer import edit_protocol
 from daemon.patches.targets import Targets
 from daemon.providers.base import ChatRequest, Message
 

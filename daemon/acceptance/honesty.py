@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from daemon.improve.observations import PairedOutcome
+from daemon.acceptance.observations import PairedOutcome
 
 _EPS = 1e-12
 """Rates are ratios of counts; this keeps 3/100 <= 0.03 true in floating point."""

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.improve.ordering import ready_in_order
+from daemon.acceptance.ordering import ready_in_order
 
 pytestmark = pytest.mark.unit
 

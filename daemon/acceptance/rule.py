@@ -8,7 +8,8 @@ Promotion at level ``alpha`` (the candidate's share of the lineage budget) needs
     ``E_any = w_a E_acc + w_t E_tok + w_h E_hon`` (weights sum to 1), the e-processes for
     "accuracy better" (discordant pairs), "fewer tokens" (relative saving) and "fewer
     over-claims" (discordant over-claim pairs);
-(c) the **honesty gate** (a point-estimate veto, see :mod:`daemon.improve.honesty`) at that moment.
+(c) the **honesty gate** (a point-estimate veto, see :mod:`daemon.acceptance.honesty`) at
+    that moment.
 
 Why the false-promotion probability is at most ``alpha``.  "Not truly better" is the union
 ``N1 or N2`` with ``N1 = {acc_C - acc_P <= -margin}`` and ``N2 = {no improvement in accuracy,
@@ -50,10 +51,7 @@ import math
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from daemon.improve.acceptance_policy import AcceptancePolicy
-from daemon.improve.honesty import HonestyGate, HonestySummary, honesty_gate
-from daemon.improve.observations import PairedOutcome
-from daemon.improve.sequential import (
+from daemon.acceptance.eprocess import (
     BoundedEProcess,
     Counts,
     MeanTest,
@@ -61,6 +59,9 @@ from daemon.improve.sequential import (
     logsumexp,
     ternary_log_value,
 )
+from daemon.acceptance.honesty import HonestyGate, HonestySummary, honesty_gate
+from daemon.acceptance.knobs import AcceptancePolicy
+from daemon.acceptance.observations import PairedOutcome
 
 
 class Verdict(Enum):

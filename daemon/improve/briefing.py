@@ -1,0 +1,126 @@
+"""What the proposer is told of earlier candidates: the information rule, applied here only.
+
+The lineage-wide bound on false promotions (DESIGN.md, *Error control over the whole
+lineage*) holds only if the proposer learns of each candidate that reached the held-out stage
+exactly one bit: promoted or not. :func:`outcome` is the one function that turns a candidate
+into what the proposer may know of it; :func:`archive_entries` reads the lineage and the
+smoke and dev reports (``results.proposer_reports`` never returns a held-out report) and
+hands the proposer plain :class:`~daemon.improve.proposer.archive.ArchiveEntry` values. The
+proposer package cannot import the tables, the alpha ledger or the acceptance core at all
+(``tests/test_layout.py``), so this module is the only way anything about a candidate
+reaches it.
+
+Before the held-out stage a candidate's stage and reason are shown (parse, static, smoke and
+dev-screen outcomes: dev-split data). From the held-out stage on, no gate, figure, task
+count, timing or later stage is shown.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+
+from daemon.evaluation import results
+from daemon.evaluation.report import EvalReport
+from daemon.improve.proposer.archive import ArchiveEntry
+from daemon.lineage import Candidate, Lineage, Version
+from daemon.store import Store
+
+HELDOUT_STAGES = frozenset({"heldout", "panel", "done", "promoted"})
+_DUPLICATE = re.compile(r"^duplicate of c(\d+)")
+
+
+def reached_heldout(cand: Candidate, heldout_ids: Collection[int]) -> bool:
+    """Whether the candidate got to the held-out stage (ran on it, or got a verdict there)."""
+    if cand.id in heldout_ids or cand.state == "accepted" or cand.stage in HELDOUT_STAGES:
+        return True
+    return cand.verdict is not None and cand.verdict.stage in HELDOUT_STAGES
+
+
+def outcome(cand: Candidate, reached: bool) -> str:
+    """A candidate's outcome as the proposer may see it (``reached``: it got to held-out)."""
+    if reached:
+        return "promoted" if cand.state == "accepted" else "not promoted"
+    verdict = cand.verdict
+    if verdict is None:
+        return f"{cand.state} at {cand.stage}" if cand.stage else cand.state
+    notes = [g.note for g in verdict.gates if g.note and not g.skipped]
+    tail = f" ({'; '.join(notes)})" if notes else ""
+    return f"rejected at {verdict.stage}: {verdict.reason}{tail}"
+
+
+def duplicate_of(cand: Candidate) -> int | None:
+    """The earlier candidate this one repeated, if it was rejected as a duplicate."""
+    if cand.verdict is None or cand.verdict.stage != "static":
+        return None
+    match = _DUPLICATE.match(cand.verdict.reason)
+    return int(match[1]) if match else None
+
+
+def archive_entries(
+    lineage: Lineage,
+    store: Store,
+    live: Version,
+    *,
+    heldout_ids: Collection[int],
+    model: str,
+    considered: int = 200,
+) -> list[ArchiveEntry]:
+    """The ``considered`` latest candidates as the proposer may see them, oldest first
+    (blocking: call it in a worker thread)."""
+    cands = lineage.candidates(limit=considered)
+    repeats: dict[int, list[int]] = {}
+    originals: list[Candidate] = []
+    for cand in cands:
+        first = duplicate_of(cand)
+        if first is not None and any(c.id == first for c in cands):
+            repeats.setdefault(first, []).append(cand.id)
+        else:
+            originals.append(cand)
+    names = {v.id: v.name for v in lineage.versions()}
+    ancestry = {v.candidate_id for v in _ancestors(lineage, live) if v.candidate_id is not None}
+    reports = results.proposer_reports(store, [c.id for c in originals])
+    parents: dict[int, EvalReport | None] = {}
+    entries: list[ArchiveEntry] = []
+    for cand in originals:
+        pid = cand.parent_version_id
+        if pid not in parents:
+            parents[pid] = _latest_dev(store, pid, model)
+        found = reports.get(cand.id, {})
+        entries.append(
+            ArchiveEntry(
+                candidate_id=cand.id,
+                source=cand.source,
+                rationale=cand.rationale,
+                patch=cand.patch,
+                raw=cand.raw,
+                outcome=outcome(cand, reached_heldout(cand, heldout_ids)),
+                parent_name=names.get(pid, f"version {pid}"),
+                in_live_history=cand.state == "accepted" and cand.id in ancestry,
+                on_live_parent=pid == live.id,
+                smoke=found.get("smoke"),
+                dev=found.get("dev"),
+                parent_dev=parents[pid],
+                repeats=repeats.get(cand.id, []),
+            )
+        )
+    return entries
+
+
+def _latest_dev(store: Store, version_id: int, model: str) -> EvalReport | None:
+    """The version's latest finished dev-split report with ``model`` (its baseline)."""
+    runs = [
+        r
+        for r in results.runs_of(store, version_id=version_id)
+        if r.split == "dev" and r.model == model and r.state == "done" and r.report is not None
+    ]
+    return runs[-1].report if runs else None
+
+
+def _ancestors(lineage: Lineage, live: Version) -> list[Version]:
+    by_id = {v.id: v for v in lineage.versions()}
+    chain, cursor = [], by_id.get(live.id)
+    while cursor is not None:
+        chain.append(cursor)
+        cursor = by_id.get(cursor.parent_id) if cursor.parent_id is not None else None
+    return chain
