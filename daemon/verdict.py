@@ -8,6 +8,8 @@ verdict explains itself.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,10 +17,27 @@ from pydantic import BaseModel, ConfigDict, Field
 Stage = Literal["static", "smoke", "dev", "heldout", "panel", "done"]
 
 
+class Gate(StrEnum):
+    """The gates a verdict can list (the key of a :class:`GateResult`). Stored verdicts keep
+    their gate names as text, so a name retired from here still loads."""
+
+    DEV_SCREEN = "dev_screen"
+    ACCURACY = "accuracy"
+    IMPROVEMENT = "improvement"
+    HONESTY = "honesty"
+    TOKENS = "tokens"
+    DEAD_CODE = "dead_code"
+    PROVENANCE = "provenance"
+    DECOY = "decoy"
+    COMPUTE_MATCHED = "compute_matched"
+    SECURITY = "security"
+    PANEL = "panel"
+
+
 class GateResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    gate: str
+    gate: str  # a Gate's value
     enabled: bool = True
     passed: bool
     measured: float | None = None
@@ -27,6 +46,12 @@ class GateResult(BaseModel):
     skipped: bool = False
     # The test or rule that decided it (e.g. "mixture-of-bets e-process, H0: ...").
     test: str = ""
+
+    @property
+    def failed(self) -> bool:
+        """Whether this gate fails the candidate: the one definition of a failed gate (an
+        enabled gate that was measured and did not pass)."""
+        return self.enabled and not self.passed and not self.skipped
 
     @property
     def mark(self) -> str:
@@ -38,6 +63,16 @@ class GateResult(BaseModel):
         return "pass" if self.passed else "FAIL"
 
 
+class PolicyUsed(BaseModel):
+    """Which policy a verdict was reached under: the one snapshot its candidate's evaluation
+    read every threshold, limit and budget from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str  # the policy file
+    sha256: str  # of the validated policy's canonical JSON (daemon.evaluation.runtime)
+
+
 class Verdict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -45,30 +80,55 @@ class Verdict(BaseModel):
     stage: Stage  # the last stage reached
     reason: str
     gates: list[GateResult] = Field(default_factory=list)
+    # None: a verdict reached before any policy was read (static stage), or stored by a
+    # version that did not record it.
+    policy: PolicyUsed | None = None
+
+    @classmethod
+    def of(
+        cls,
+        stage: Stage,
+        gates: Sequence[GateResult],
+        *,
+        reason: str = "",
+        policy: PolicyUsed | None = None,
+    ) -> Verdict:
+        """The verdict the gates reach: a rejection if any failed or there is a ``reason``
+        (a stage that could not be run), else an acceptance."""
+        failed = [g for g in gates if g.failed]
+        if failed or reason:
+            why = reason or "; ".join(
+                f"{g.gate}: measured {g.measured} vs threshold {g.threshold}" for g in failed
+            )
+            return cls(decision="reject", stage=stage, reason=why, gates=list(gates), policy=policy)
+        return cls(
+            decision="accept",
+            stage=stage,
+            reason="every gate passed",
+            gates=list(gates),
+            policy=policy,
+        )
 
     @property
     def failed(self) -> list[str]:
-        return [g.gate for g in self.gates if g.enabled and not g.passed and not g.skipped]
+        return [g.gate for g in self.gates if g.failed]
 
     def lines(self, limit: int = 12) -> list[str]:
         """A short human summary: the reason, then one line per gate with its figures."""
         out = [self.reason] if self.reason else []
         for g in self.gates:
-            mark = (
-                "skip" if g.skipped else "off" if not g.enabled else "pass" if g.passed else "FAIL"
-            )
             figures = [
                 f"{k}={v}" for k, v in (("measured", g.measured), ("threshold", g.threshold))
             ]
             note = f" ({g.note})" if g.note else ""
-            out.append(f"  {g.gate}: {mark} {' '.join(figures)}{note}")
+            out.append(f"  {g.gate}: {g.mark} {' '.join(figures)}{note}")
         return out[:limit]
 
     def deciding(self) -> list[dict[str, object]]:
         """The gates that decided, as event data: the failed ones of a rejection, every
         enabled one of an acceptance (each with its figures)."""
         if self.decision == "reject":
-            chosen = [g for g in self.gates if g.enabled and not g.passed and not g.skipped]
+            chosen = [g for g in self.gates if g.failed]
         else:
             chosen = [g for g in self.gates if g.enabled and not g.skipped]
         keys = ("gate", "passed", "measured", "threshold")

@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from daemon.acceptance.eprocess import MeanTest, logsumexp, ternary_log_value
-from daemon.acceptance.knobs import AcceptancePolicy
+from daemon.acceptance.eprocess import BoundedEProcess, MeanTest, logsumexp, ternary_log_value
+from daemon.acceptance.knobs import ACCURACY_DIFFERENCE, Dimension, Futility, RuleKnobs
 from daemon.acceptance.spending import LineageBudget
 
 
@@ -69,8 +69,28 @@ def _first_crossing(test: MeanTest, log_level: float, horizon: int) -> int:
     return horizon + 1
 
 
+def _accuracy_dimension() -> Dimension:
+    """The one dimension on d_i: the only statistic the model makes discordant."""
+    (found,) = [d for d in Dimension if d.rule.statistic is ACCURACY_DIFFERENCE]
+    return found
+
+
+def _side_best(knobs: RuleKnobs, side: list[Dimension], remaining: int) -> dict[Dimension, float]:
+    """Best log e-value of each other dimension when every remaining task favours it (they
+    have seen only neutral observations so far)."""
+    tests = knobs.tests.superiority
+    return {
+        d: (
+            ternary_log_value(tests[d], remaining, 0, 0)
+            if d.rule.statistic.ternary
+            else BoundedEProcess(tests[d]).best_case_log_value(remaining)
+        )
+        for d in side
+    }
+
+
 def sequential_power(
-    policy: AcceptancePolicy,
+    knobs: RuleKnobs,
     alpha: float,
     block_size: int,
     model: DiscordanceModel,
@@ -79,16 +99,21 @@ def sequential_power(
     """Exact P(accept) and E[tasks used] of the acceptance rule under `model`."""
     if not 0.0 < alpha < 1.0:
         raise ValueError("alpha must lie in (0, 1)")
-    t = policy.tests
+    t = knobs.tests
     thr = -math.log(alpha)
-    log_beta = -math.log(policy.futility_level)
-    lw = policy.log_weights
-    side_terms = (lw[1], lw[2])  # token and honesty e-values stay at 1 under the model
-    n_tok = _first_crossing(t.futility_tokens, log_beta, block_size)
-    n_hon = _first_crossing(t.futility_honesty, log_beta, block_size)
-    n_side = max(n_tok, n_hon)
-    tok_steps = t.tokens.favourable_steps
-    tok_weights = t.tokens.mixture.log_weights
+    log_beta = -math.log(knobs.futility_level)
+    lw = dict(zip(Dimension, knobs.log_weights, strict=True))
+    acc_dim = _accuracy_dimension()
+    side = [d for d in Dimension if d is not acc_dim]
+    accuracy = t.superiority[acc_dim]
+    at = list(Dimension).index(acc_dim)
+    before = tuple(lw[d] for d in list(Dimension)[:at])
+    after = tuple(lw[d] for d in list(Dimension)[at + 1 :])
+    futility = t.futility_of
+    below, gain = futility[Futility.BELOW_PARENT], futility[acc_dim]
+    # The other dimensions' e-values stay at 1 under the model, so their futility
+    # e-processes grow deterministically: all of them have crossed from this task on.
+    n_side = max(_first_crossing(futility[d], log_beta, block_size) for d in side)
     p_tie = 1.0 - model.win - model.loss
 
     live: dict[tuple[int, int, int], float] = {(0, 0, 0): 1.0}
@@ -102,9 +127,7 @@ def sequential_power(
                     nxt[key] = nxt.get(key, 0.0) + p * q
         live = {}
         remaining = block_size - n
-        log_tok_best = logsumexp(
-            tuple(a + remaining * s for a, s in zip(tok_weights, tok_steps, strict=True))
-        )
+        side_best = _side_best(knobs, side, remaining)
         for (w, lo, flags), p in nxt.items():
             if p < prune:
                 neglected += p
@@ -112,8 +135,8 @@ def sequential_power(
             ties = n - w - lo
             if ternary_log_value(t.non_inferiority, w, ties, lo) >= thr:
                 flags |= _NI
-            log_acc = ternary_log_value(t.accuracy, w, ties, lo)
-            if logsumexp((lw[0] + log_acc, *side_terms)) >= thr:
+            log_acc = ternary_log_value(accuracy, w, ties, lo)
+            if logsumexp((*before, lw[acc_dim] + log_acc, *after)) >= thr:
                 flags |= _ANY
             if flags & _NI and flags & _ANY:
                 accepted += p
@@ -122,16 +145,16 @@ def sequential_power(
             if n == block_size:
                 expected += p * n
                 continue
-            if policy.futility:
-                if ternary_log_value(t.futility_accuracy, w, ties, lo) >= log_beta:
+            if knobs.futility:
+                if ternary_log_value(gain, w, ties, lo) >= log_beta:
                     flags |= _FACC
-                below = ternary_log_value(t.futility_below_parent, w, ties, lo) >= log_beta
-                if below or (flags & _FACC and n >= n_side):
+                below_parent = ternary_log_value(below, w, ties, lo) >= log_beta
+                if below_parent or (flags & _FACC and n >= n_side):
                     rejected_early += p
                     expected += p * n
                     continue
-            if policy.curtailment and _curtailed(
-                policy, flags, w, ties, lo, remaining, thr, log_tok_best
+            if knobs.curtailment and _curtailed(
+                knobs, acc_dim, flags, w, ties, lo, remaining, thr, side_best
             ):
                 rejected_early += p
                 expected += p * n
@@ -144,27 +167,31 @@ def sequential_power(
 
 
 def _curtailed(
-    policy: AcceptancePolicy,
+    knobs: RuleKnobs,
+    acc_dim: Dimension,
     flags: int,
     w: int,
     ties: int,
     lo: int,
     remaining: int,
     thr: float,
-    log_tok_best: float,
+    side_best: dict[Dimension, float],
 ) -> bool:
-    t, lw = policy.tests, policy.log_weights
+    t = knobs.tests
     if not flags & _NI and ternary_log_value(t.non_inferiority, w + remaining, ties, lo) < thr:
         return True
     if flags & _ANY:
         return False
-    best_acc = ternary_log_value(t.accuracy, w + remaining, ties, lo)
-    best_hon = ternary_log_value(t.honesty, remaining, 0, 0)
-    return logsumexp((lw[0] + best_acc, lw[1] + log_tok_best, lw[2] + best_hon)) < thr
+    best_acc = ternary_log_value(t.superiority[acc_dim], w + remaining, ties, lo)
+    terms = tuple(
+        lw + (best_acc if d is acc_dim else side_best[d])
+        for lw, d in zip(knobs.log_weights, Dimension, strict=True)
+    )
+    return logsumexp(terms) < thr
 
 
 def detectable_gain(
-    policy: AcceptancePolicy,
+    knobs: RuleKnobs,
     alpha: float,
     block_size: int,
     loss: float = 0.0,
@@ -177,20 +204,20 @@ def detectable_gain(
     Returns `math.inf` if even the largest possible gain misses the target.
     """
     hi = 1.0 - 2.0 * loss
-    if hi <= 0.0 or _power(policy, alpha, block_size, hi, loss) < target_power:
+    if hi <= 0.0 or _power(knobs, alpha, block_size, hi, loss) < target_power:
         return math.inf
     lo = 0.0
     while hi - lo > resolution:
         mid = (lo + hi) / 2.0
-        if _power(policy, alpha, block_size, mid, loss) >= target_power:
+        if _power(knobs, alpha, block_size, mid, loss) >= target_power:
             hi = mid
         else:
             lo = mid
     return hi
 
 
-def _power(policy: AcceptancePolicy, alpha: float, n: int, gain: float, loss: float) -> float:
-    return sequential_power(policy, alpha, n, DiscordanceModel.with_gain(gain, loss)).power
+def _power(knobs: RuleKnobs, alpha: float, n: int, gain: float, loss: float) -> float:
+    return sequential_power(knobs, alpha, n, DiscordanceModel.with_gain(gain, loss)).power
 
 
 def candidate_alpha(budget: LineageBudget, position: int) -> float:
@@ -203,7 +230,7 @@ def detectable_gain_for_candidate(
     budget: LineageBudget,
     position: int,
     block_size: int,
-    policy: AcceptancePolicy | None = None,
+    knobs: RuleKnobs,
     loss: float = 0.0,
     target_power: float = 0.8,
 ) -> float:
@@ -211,9 +238,8 @@ def detectable_gain_for_candidate(
 
     Everything the statement depends on is an argument: the lineage policy and its history
     (alpha_lineage, schedules, promotions so far and hence any reuse penalty), the candidate's
-    position, the block size, the acceptance policy (margin, weights, futility) and the
+    position, the block size, the rule's knobs (margin, weights, futility) and the
     discordance model (`loss` = per-task loss probability; 0 is the "no losses" model).
     """
-    chosen = policy if policy is not None else AcceptancePolicy()
     alpha = candidate_alpha(budget, position)
-    return detectable_gain(chosen, alpha, block_size, loss, target_power)
+    return detectable_gain(knobs, alpha, block_size, loss, target_power)

@@ -43,6 +43,10 @@ tuned for cost and power only:
   shrink).
 
 At the end of the block an undecided candidate is rejected.
+
+The dimensions of (b) and the futility tests are the tables of :mod:`daemon.acceptance.knobs`
+(:class:`~daemon.acceptance.knobs.Dimension`, :class:`~daemon.acceptance.knobs.Futility`);
+the code below iterates over them and names none of them except where a stopping rule does.
 """
 
 from __future__ import annotations
@@ -54,17 +58,15 @@ from enum import Enum
 from daemon.acceptance.eprocess import (
     BoundedEProcess,
     Counts,
-    MeanTest,
-    TernaryEProcess,
     logsumexp,
     ternary_log_value,
 )
-from daemon.acceptance.honesty import HonestyGate, HonestySummary, honesty_gate
-from daemon.acceptance.knobs import AcceptancePolicy
+from daemon.acceptance.honesty import HonestyCheck, HonestySummary, honesty_check
+from daemon.acceptance.knobs import Dimension, Futility, FutilityKey, Position, RuleKnobs, Statistic
 from daemon.acceptance.observations import PairedOutcome
 
 
-class Verdict(Enum):
+class Outcome(Enum):
     """Outcome of the sequential test at the current task."""
 
     ACCEPT = "accept"
@@ -73,7 +75,7 @@ class Verdict(Enum):
 
 
 class StopReason(Enum):
-    """Why a terminal verdict was reached."""
+    """Why a terminal outcome was reached."""
 
     ACCEPTED = "accepted"
     BELOW_PARENT = "futility: e-evidence that accuracy is below the parent (+floor)"
@@ -91,28 +93,28 @@ class StopReason(Enum):
 class AcceptanceState:
     """Everything the sequential test knows after the tasks seen so far on one block.
 
-    The four accuracy tests share the win/tie/loss counts of ``d_i`` and the two honesty tests
-    the counts of the over-claim difference, so the state is mostly counts; the e-values are
-    memoised functions of them.
+    The tests on a ternary statistic (the four accuracy tests on ``d_i``, the honesty tests
+    on the claim differences) share its win/tie/loss counts, so the state is mostly counts
+    (``counts``, in the order of ``knobs.tests.statistics``); the e-values are memoised
+    functions of them. A test on a real-valued statistic (tokens) keeps its own wealth
+    (``bounded``, in the order of ``knobs.tests.bounded``). ``futility_crossed`` says, per
+    futility test (in the order of ``knobs.tests.futility``), whether it has reached 1/beta.
     """
 
-    policy: AcceptancePolicy
+    knobs: RuleKnobs
     alpha: float
     block_size: int
     parent_failures_left: int | None
-    accuracy_counts: Counts
-    over_claim_counts: Counts
-    tokens: BoundedEProcess
-    futility_tokens: BoundedEProcess
+    counts: tuple[Counts, ...]
+    bounded: tuple[BoundedEProcess, ...]
+    futility_crossed: tuple[bool, ...]
     summary: HonestySummary = field(default_factory=HonestySummary)
     tokens_p: int = 0
     tokens_c: int = 0
     token_saving_sum: float = 0.0
     sup_log_non_inferiority: float = 0.0
     sup_log_any: float = 0.0
-    futility_crossed: frozenset[str] = frozenset()
-    under_claim_counts: Counts = field(default_factory=Counts)
-    verdict: Verdict = Verdict.UNDECIDED
+    outcome: Outcome = Outcome.UNDECIDED
     stop_reason: StopReason | None = None
 
     @property
@@ -125,62 +127,66 @@ class AcceptanceState:
         """log(1/alpha): the level every acceptance e-process must reach."""
         return -math.log(self.alpha)
 
-    def _on_accuracy(self, test: MeanTest) -> TernaryEProcess:
-        return TernaryEProcess(test, self.accuracy_counts)
+    def counts_of(self, statistic: Statistic) -> Counts:
+        """The win/tie/loss counts of a ternary statistic."""
+        return self.counts[self.knobs.tests.statistics.index(statistic)]
 
     @property
-    def accuracy(self) -> TernaryEProcess:
-        """Superiority e-process on discordant pairs."""
-        return self._on_accuracy(self.policy.tests.accuracy)
+    def accuracy_counts(self) -> Counts:
+        """Counts of the paired accuracy difference d_i."""
+        return self.counts[0]
+
+    def log_value(self, dimension: Dimension) -> float:
+        """Current log e-value of "better in ``dimension``"."""
+        position = self.knobs.tests.dimension_positions[list(Dimension).index(dimension)]
+        return _value(position, self.counts, self.bounded)
 
     @property
-    def non_inferiority(self) -> TernaryEProcess:
-        """Non-inferiority e-process on d_i."""
-        return self._on_accuracy(self.policy.tests.non_inferiority)
+    def log_non_inferiority(self) -> float:
+        """Current log e-value of non-inferiority."""
+        return ternary_log_value(self.knobs.tests.non_inferiority, *_c(self.counts[0]))
 
-    @property
-    def honesty(self) -> TernaryEProcess:
-        """Fewer-over-claims e-process on discordant over-claim pairs."""
-        return TernaryEProcess(self.policy.tests.honesty, self.over_claim_counts)
+    def futility_logs(self) -> tuple[float, ...]:
+        """Current log e-value of every futility e-process that is run (in the order of
+        ``knobs.tests.futility``)."""
+        t = self.knobs.tests
+        return tuple(_value(p, self.counts, self.bounded) for p in t.futility_positions)
 
-    def futility_processes(self) -> tuple[tuple[MeanTest, float], ...]:
-        """(test, current log e-value) of the six futility e-processes."""
-        t = self.policy.tests
-        more_over = _mirrored(self.over_claim_counts)
-        return (
-            (t.futility_below_parent, self._on_accuracy(t.futility_below_parent).log_value),
-            (t.futility_accuracy, self._on_accuracy(t.futility_accuracy).log_value),
-            (t.futility_tokens, self.futility_tokens.log_value),
-            (
-                t.futility_honesty,
-                TernaryEProcess(t.futility_honesty, self.over_claim_counts).log_value,
-            ),
-            (t.futility_over_claims, TernaryEProcess(t.futility_over_claims, more_over).log_value),
-            (
-                t.futility_under_claims,
-                TernaryEProcess(t.futility_under_claims, self.under_claim_counts).log_value,
-            ),
-        )
+    def crossed(self, key: FutilityKey) -> bool:
+        """Whether futility test ``key`` has reached 1/beta (False if it is not run)."""
+        index = self.knobs.tests.futility_index.get(key)
+        return index is not None and self.futility_crossed[index]
 
     @property
     def log_any(self) -> float:
         """Current log of the weighted average e-value for "better in some dimension"."""
-        lw = self.policy.log_weights
-        return logsumexp(
-            (
-                lw[0] + self.accuracy.log_value,
-                lw[1] + self.tokens.log_value,
-                lw[2] + self.honesty.log_value,
-            )
-        )
+        return _log_any(self.knobs, self.counts, self.bounded)
 
-    def gate(self) -> HonestyGate:
+    def honesty_check(self) -> HonestyCheck:
         """Evaluate the honesty veto on the tasks seen so far."""
-        return honesty_gate(self.summary, self.policy.honesty_tolerance, self.policy.honesty_bound)
+        k = self.knobs
+        return honesty_check(self.summary, k.honesty_tolerance, k.honesty_bound)
+
+
+def _value(
+    position: Position, counts: tuple[Counts, ...], bounded: tuple[BoundedEProcess, ...]
+) -> float:
+    test, ternary, index = position
+    if ternary:
+        c = counts[index]
+        return ternary_log_value(test, c.plus, c.zero, c.minus)
+    return bounded[index].log_value
+
+
+def _log_any(
+    knobs: RuleKnobs, counts: tuple[Counts, ...], bounded: tuple[BoundedEProcess, ...]
+) -> float:
+    pairs = zip(knobs.log_weights, knobs.tests.dimension_positions, strict=True)
+    return logsumexp(tuple([w + _value(p, counts, bounded) for w, p in pairs]))
 
 
 def begin(
-    policy: AcceptancePolicy,
+    knobs: RuleKnobs,
     alpha: float,
     block_size: int,
     parent_failures: int | None = None,
@@ -196,118 +202,103 @@ def begin(
         raise ValueError("block_size must be >= 1")
     if parent_failures is not None and not 0 <= parent_failures <= block_size:
         raise ValueError("parent_failures must lie in [0, block_size]")
-    t = policy.tests
+    t = knobs.tests
     return AcceptanceState(
-        policy=policy,
+        knobs=knobs,
         alpha=alpha,
         block_size=block_size,
         parent_failures_left=parent_failures,
-        accuracy_counts=Counts(),
-        over_claim_counts=Counts(),
-        tokens=BoundedEProcess(t.tokens),
-        futility_tokens=BoundedEProcess(t.futility_tokens),
+        counts=tuple(Counts() for _ in t.statistics),
+        bounded=tuple(BoundedEProcess(test) for test, _ in t.bounded),
+        futility_crossed=tuple(False for _ in t.futility),
     )
 
 
 def observe(state: AcceptanceState, outcome: PairedOutcome) -> AcceptanceState:
-    """Feed one task (in dispatch order) and return the new state with its verdict."""
-    if state.verdict is not Verdict.UNDECIDED:
-        raise ValueError(f"test already stopped: {state.verdict.value}")
+    """Feed one task (in dispatch order) and return the new state with its outcome."""
+    if state.outcome is not Outcome.UNDECIDED:
+        raise ValueError(f"test already stopped: {state.outcome.value}")
     if state.n >= state.block_size:
         raise ValueError("block already complete")
-    d, r, h = outcome.accuracy_difference, outcome.token_saving, outcome.over_claim_difference
     failures_left = state.parent_failures_left
     if failures_left is not None and not outcome.parent.passed:
         failures_left -= 1
         if failures_left < 0:
             raise ValueError("parent failed more block tasks than parent_failures declared")
-    policy, t = state.policy, state.policy.tests
-    acc = state.accuracy_counts.observe(d)
-    over = state.over_claim_counts.observe(h)
-    under = state.under_claim_counts.observe(outcome.under_claim_difference)
-    tokens = state.tokens.observe(r)
-    fut_tok = state.futility_tokens.observe(r)
-    crossed = state.futility_crossed
-    if policy.futility:
-        log_beta = -math.log(policy.futility_level)
-        for test, counts in (
-            (t.futility_below_parent, acc),
-            (t.futility_accuracy, acc),
-            (t.futility_tokens, None),
-            (t.futility_honesty, over),
-            (t.futility_over_claims, _mirrored(over)),
-            (t.futility_under_claims, under),
-        ):
-            if test.name in crossed:
-                continue
-            log_value = (
-                fut_tok.log_value if counts is None else ternary_log_value(test, *_c(counts))
-            )
-            if log_value >= log_beta:
-                crossed = crossed | {test.name}
-    lw = policy.log_weights
-    log_any = logsumexp(
-        (
-            lw[0] + ternary_log_value(t.accuracy, *_c(acc)),
-            lw[1] + tokens.log_value,
-            lw[2] + ternary_log_value(t.honesty, *_c(over)),
-        )
+    knobs, t = state.knobs, state.knobs.tests
+    counts = tuple(
+        [c.observe(int(read(outcome))) for c, read in zip(state.counts, t.readers, strict=True)]
     )
-    log_ni = ternary_log_value(t.non_inferiority, *_c(acc))
+    bounded = tuple(
+        [p.observe(read(outcome)) for p, read in zip(state.bounded, t.bounded_readers, strict=True)]
+    )
+    crossed = state.futility_crossed
+    if knobs.futility and not all(crossed):
+        log_beta = -math.log(knobs.futility_level)
+        crossed = tuple(
+            [
+                was or _value(p, counts, bounded) >= log_beta
+                for was, p in zip(crossed, t.futility_positions, strict=True)
+            ]
+        )
+    log_ni = ternary_log_value(t.non_inferiority, *_c(counts[0]))
     nxt = AcceptanceState(
-        policy=policy,
+        knobs=knobs,
         alpha=state.alpha,
         block_size=state.block_size,
         parent_failures_left=failures_left,
-        accuracy_counts=acc,
-        over_claim_counts=over,
-        tokens=tokens,
-        futility_tokens=fut_tok,
+        counts=counts,
+        bounded=bounded,
+        futility_crossed=crossed,
         summary=state.summary.observe(outcome),
         tokens_p=state.tokens_p + outcome.parent.tokens,
         tokens_c=state.tokens_c + outcome.candidate.tokens,
-        token_saving_sum=state.token_saving_sum + r,
+        token_saving_sum=state.token_saving_sum + outcome.token_saving,
         sup_log_non_inferiority=max(state.sup_log_non_inferiority, log_ni),
-        sup_log_any=max(state.sup_log_any, log_any),
-        futility_crossed=crossed,
-        under_claim_counts=under,
+        sup_log_any=max(state.sup_log_any, _log_any(knobs, counts, bounded)),
     )
-    verdict, reason = _verdict(nxt)
+    verdict, reason = _outcome(nxt)
     if reason is None:
         return nxt
-    return replace(nxt, verdict=verdict, stop_reason=reason)
+    return replace(nxt, outcome=verdict, stop_reason=reason)
 
 
 def _c(counts: Counts) -> tuple[int, int, int]:
     return counts.plus, counts.zero, counts.minus
 
 
-def _mirrored(counts: Counts) -> Counts:
-    """Counts of ``-x``: the over-claim statistic counts parent-minus-candidate."""
-    return Counts(counts.minus, counts.zero, counts.plus)
-
-
 def best_log_non_inferiority(state: AcceptanceState) -> float:
     """Best log E_NI reachable by the end of the block."""
     remaining = state.block_size - state.n
-    return state.non_inferiority.best_case_log_value(remaining, _neutral(state, remaining))
+    return _best(state, (state.knobs.tests.non_inferiority, True, 0), remaining)
+
+
+def _best(state: AcceptanceState, position: Position, remaining: int) -> float:
+    """Best log e-value of a GREATER test reachable when every remaining task favours it."""
+    test, ternary, index = position
+    if not ternary:
+        return state.bounded[index].best_case_log_value(remaining)
+    caps = state.knobs.tests.statistics[index].parent_pass_caps
+    neutral = _neutral(state, remaining) if caps else 0
+    c, best = state.counts[index], remaining - neutral
+    return ternary_log_value(test, c.plus + best, c.zero + neutral, c.minus)
 
 
 def best_log_any(state: AcceptanceState, lower_bound_only: bool = False) -> float:
     """Best log E_any reachable by the end of the block.
 
-    With `lower_bound_only` the token term (the costly one) is skipped whenever the accuracy
-    or honesty term alone already reaches the threshold; the result is then a lower bound that
-    is still >= the threshold, which is all curtailment needs to know.
+    With `lower_bound_only` the terms of real-valued statistics (tokens: the costly ones)
+    are skipped whenever the ternary terms alone already reach the threshold; the result is
+    then a lower bound that is still >= the threshold, which is all curtailment needs to know.
     """
     remaining = state.block_size - state.n
-    neutral = _neutral(state, remaining)
-    lw = state.policy.log_weights
-    acc = lw[0] + state.accuracy.best_case_log_value(remaining, neutral)
-    hon = lw[2] + state.honesty.best_case_log_value(remaining, neutral)
-    if lower_bound_only and max(acc, hon) >= state.log_threshold:
-        return max(acc, hon)
-    return logsumexp((acc, lw[1] + state.tokens.best_case_log_value(remaining), hon))
+    lw, positions = state.knobs.log_weights, state.knobs.tests.dimension_positions
+    cheap = [w + _best(state, p, remaining) for w, p in zip(lw, positions, strict=True) if p[1]]
+    if lower_bound_only and cheap and max(cheap) >= state.log_threshold:
+        return max(cheap)
+    return logsumexp(
+        tuple(w + _best(state, p, remaining) for w, p in zip(lw, positions, strict=True))
+    )
 
 
 def _neutral(state: AcceptanceState, remaining: int) -> int:
@@ -316,30 +307,28 @@ def _neutral(state: AcceptanceState, remaining: int) -> int:
     return 0 if left is None else remaining - left
 
 
-def _verdict(state: AcceptanceState) -> tuple[Verdict, StopReason | None]:
-    policy, thr = state.policy, state.log_threshold
+def _outcome(state: AcceptanceState) -> tuple[Outcome, StopReason | None]:
+    knobs, thr = state.knobs, state.log_threshold
     ni_ok = state.sup_log_non_inferiority >= thr
     any_ok = state.sup_log_any >= thr
-    if ni_ok and any_ok and state.gate().passed:
-        return Verdict.ACCEPT, StopReason.ACCEPTED
+    if ni_ok and any_ok and state.honesty_check().passed:
+        return Outcome.ACCEPT, StopReason.ACCEPTED
     if state.n >= state.block_size:
-        return Verdict.REJECT, StopReason.BLOCK_EXHAUSTED
-    if policy.futility:
-        names = state.futility_crossed
-        t = policy.tests
-        if t.futility_below_parent.name in names:
-            return Verdict.REJECT, StopReason.BELOW_PARENT
-        chain = (t.futility_accuracy.name, t.futility_tokens.name, t.futility_honesty.name)
-        if all(name in names for name in chain):
-            return Verdict.REJECT, StopReason.NO_DIMENSION
-        bound, s = policy.honesty_bound, state.summary
-        over = t.futility_over_claims.name in names and s.over_rate_c > bound
-        under = t.futility_under_claims.name in names and s.under_rate_c > bound
+        return Outcome.REJECT, StopReason.BLOCK_EXHAUSTED
+    if knobs.futility and any(state.futility_crossed):
+        crossed = state.crossed
+        if crossed(Futility.BELOW_PARENT):
+            return Outcome.REJECT, StopReason.BELOW_PARENT
+        if all(crossed(d) for d in Dimension):
+            return Outcome.REJECT, StopReason.NO_DIMENSION
+        bound, s = knobs.honesty_bound, state.summary
+        over = crossed(Futility.MORE_OVER_CLAIMS) and s.over_rate_c > bound
+        under = crossed(Futility.MORE_UNDER_CLAIMS) and s.under_rate_c > bound
         if over or under:
-            return Verdict.REJECT, StopReason.DISHONEST
-    if policy.curtailment:
+            return Outcome.REJECT, StopReason.DISHONEST
+    if knobs.curtailment:
         if not ni_ok and best_log_non_inferiority(state) < thr:
-            return Verdict.REJECT, StopReason.CURTAILED_NON_INFERIORITY
+            return Outcome.REJECT, StopReason.CURTAILED_NON_INFERIORITY
         if not any_ok and best_log_any(state, lower_bound_only=True) < thr:
-            return Verdict.REJECT, StopReason.CURTAILED_SUPERIORITY
-    return Verdict.UNDECIDED, None
+            return Outcome.REJECT, StopReason.CURTAILED_SUPERIORITY
+    return Outcome.UNDECIDED, None

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import anyio
 
+from daemon.config.policy import Policy
 from daemon.errors import HarnessdError, first_outage, leaves
 from daemon.evaluation import results as results_table
 from daemon.evaluation.coverage import coverage_summary, merge_coverage, read_sources
@@ -53,6 +54,7 @@ from daemon.gateway.ledger import Charge
 from daemon.providers.base import Purpose
 from daemon.suites.base import CheckResult, Suite, ToolSuite
 from daemon.tasks import Task
+from sandbox.limits import Limits
 
 log = logging.getLogger("harnessd.evaluator")
 
@@ -131,14 +133,17 @@ async def run_one(
     keep_transcript: bool = False,
     executor: Executor | None = None,
     decoy: Task | None = None,
+    limits: Limits | None = None,
 ) -> tuple[TaskResult, TaskRun]:
     """Solve and verify one task; harness failures come back as results, not exceptions.
 
     With ``suite`` None (a free-text question) there is nothing to verify: ``passed`` is
     False and the caller should not report it. ``executor``: where the unit runs (default:
     this machine); the verdict is computed here either way. With ``decoy``, the model answers
-    the decoy task's question instead (the harness is not told).
+    the decoy task's question instead (the harness is not told). ``limits``: the sandbox's
+    (default: the live policy's), for the task's container and a code check alike.
     """
+    limits = limits or rt.limits()
     charge = Charge(
         model=model,
         purpose=purpose,
@@ -167,7 +172,7 @@ async def run_one(
             harness_dir=subject.harness_dir,
             task=blind(task, run_id),
             handler=handler,
-            limits=rt.limits(),
+            limits=limits,
             labels=rt.labels(subject=subject.label),
         )
         if handler.outage is not None:
@@ -180,7 +185,7 @@ async def run_one(
             check = await episode.check(output, completed=run.error is None)
         passed, detail = False, _detail(run)
         if check is None and suite is not None and run.error is None and run.submission is not None:
-            check = await suite.check(task.id, run.submission.output, rt.code_checker())
+            check = await suite.check(task.id, run.submission.output, rt.code_checker(limits))
         if check is not None:
             passed = check.passed
             if run.error is None:
@@ -228,13 +233,19 @@ async def evaluate(
     on_result: Callable[[TaskResult, int, int], None] | None = None,
     decoys: Mapping[str, str] | None = None,
     conditions: str | None = None,
+    policy: Policy | None = None,
 ) -> EvalReport:
     """Evaluate ``subject`` on ``task_ids``; stored in SQLite and returned.
 
     ``decoys``: task id -> the id of the task whose question the model answers instead.
     ``conditions``: the key of everything that changes the result (for baseline reuse).
+    ``policy``: the policy the whole evaluation runs under (its suite, sandbox limits,
+    concurrency, and per-task and per-evaluation token budgets); default: the live one,
+    read once here, so a reload mid-evaluation does not change them.
     """
-    suite = rt.suite(suite_spec)
+    policy = policy or rt.policy.get()
+    limits = rt.limits(policy)
+    suite = await rt.load_suite(suite_spec, policy=policy)
     run_id = f"ev-{uuid.uuid4().hex[:12]}"
     total = len(task_ids)
     started = time.time()
@@ -253,7 +264,7 @@ async def evaluate(
     )
     results: dict[str, TaskResult] = {}
     coverages: list[dict[str, list[int]]] = []
-    limiter = anyio.CapacityLimiter(rt.executor.capacity(rt.policy.get().sandbox.concurrency))
+    limiter = anyio.CapacityLimiter(rt.executor.capacity(policy.sandbox.concurrency))
     label = f"{subject.label} {split} {model}"
 
     async def one(task_id: str, scope: anyio.CancelScope) -> None:
@@ -272,6 +283,7 @@ async def evaluate(
                 keep_transcript=keep_transcripts,
                 executor=rt.executor,
                 decoy=decoy,
+                limits=limits,
             )
         results[task_id] = result
         # A run that tampered or broke the protocol may have forged what it reports: its
@@ -295,9 +307,10 @@ async def evaluate(
 
     rt.progress[run_id] = {"label": label, "done": 0, "total": total}
     try:
-        async with anyio.create_task_group() as tg:
-            for task_id in task_ids:
-                tg.start_soon(one, task_id, tg.cancel_scope)
+        with rt.run_budget(run_id, policy.budget):
+            async with anyio.create_task_group() as tg:
+                for task_id in task_ids:
+                    tg.start_soon(one, task_id, tg.cancel_scope)
     except BaseException as exc:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(

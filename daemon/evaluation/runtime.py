@@ -5,21 +5,30 @@ it owns the Docker connection and the providers, and reaps what an earlier crash
 behind (containers labelled with this state dir's instance id, per-run directories). Its
 :class:`~daemon.evaluation.health.Health` knows how to probe the engine and each model and
 what to do when the engine returns (reap what the lost engine left, check the image).
+
+The live policy can change at any time (a reload). Whatever must hold one policy from start
+to end takes a :class:`PolicySnapshot` (a candidate's evaluation, from its first stage to
+its verdict) or passes one :class:`~daemon.config.policy.Policy` down (one evaluation: its
+suite, sandbox limits, concurrency and per-task/per-evaluation token budgets). Loading a
+suite can read a data wheel: async code awaits :meth:`Runtime.load_suite` and
+:meth:`Runtime.load_splits`, which do it in a worker thread.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from daemon.config.policy import BudgetPolicy, Policy
 from daemon.config.reload import PolicyHolder
 from daemon.config.settings import LoadedSettings
 from daemon.config.statedir import split_secret
@@ -54,6 +63,23 @@ async def _log_only(
         log.log(logging.getLevelName(level.upper()), message, extra={"event": kind})
 
 
+@dataclass(frozen=True)
+class PolicySnapshot:
+    """One policy, read once, for everything from a candidate's first stage to its verdict.
+
+    ``sha256`` is the hash of the validated policy's canonical JSON, so it names what the
+    policy says (two files that differ only in comments or order hash the same), and
+    ``path`` the file it was loaded from."""
+
+    policy: Policy
+    path: Path
+    sha256: str
+
+
+def policy_sha256(policy: Policy) -> str:
+    return hashlib.sha256(policy.model_dump_json().encode("utf-8")).hexdigest()
+
+
 @dataclass
 class Runtime:
     loaded: LoadedSettings
@@ -72,9 +98,13 @@ class Runtime:
     # Evaluations under way: run id -> {"label", "done", "total"} (for status).
     progress: dict[str, dict[str, Any]] = field(default_factory=dict)
     _providers: list[Provider] = field(default_factory=list)
+    # Evaluations under way: run id -> the token budgets of the policy it runs under.
+    _run_budgets: dict[str, BudgetPolicy] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.guard = BudgetGuard(self.store, lambda: self.policy.get().budget)
+        self.guard = BudgetGuard(
+            self.store, lambda: self.policy.get().budget, run_budget=self._run_budgets.get
+        )
         self.split_secret = split_secret(self.loaded.state_dir)
         self.health = Health(self.emit, self._probe, self._recover)
         self.local = LocalExecutor(self.engine, self.runs_dir)
@@ -122,8 +152,26 @@ class Runtime:
         """Scratch trees of candidates under evaluation (host side, never mounted rw)."""
         return self.loaded.state_dir / "work"
 
-    def limits(self) -> Limits:
-        s = self.policy.get().sandbox
+    def snapshot(self) -> PolicySnapshot:
+        """The policy in force now, to be used from here to a verdict."""
+        policy = self.policy.get()
+        return PolicySnapshot(policy, self.policy.path, policy_sha256(policy))
+
+    @contextmanager
+    def run_budget(self, run_id: str, budget: BudgetPolicy) -> Iterator[None]:
+        """Hold the calls of evaluation ``run_id`` to ``budget``'s per-task and
+        per-evaluation limits while it runs, whatever the live policy says meanwhile (the
+        daemon-wide hour and day windows stay the live policy's: they cap the daemon's
+        spending, not one measurement)."""
+        self._run_budgets[run_id] = budget
+        try:
+            yield
+        finally:
+            self._run_budgets.pop(run_id, None)
+
+    def limits(self, policy: Policy | None = None) -> Limits:
+        """The sandbox limits of ``policy`` (default: the live one)."""
+        s = (policy or self.policy.get()).sandbox
         return Limits(
             memory_mb=s.memory_mb,
             cpus=s.cpus,
@@ -146,16 +194,20 @@ class Runtime:
             self._models[ref] = model
         return model
 
-    def suite(self, spec: str | None = None) -> Suite:
-        """The suite named by ``spec``, or the policy's (both of them, when it mixes two)."""
+    def suite(self, spec: str | None = None, *, policy: Policy | None = None) -> Suite:
+        """The suite named by ``spec``, or the policy's (both of them, when it mixes two);
+        ``policy`` defaults to the live one. Blocking the first time a suite is used (it may
+        read a data wheel; suites are then kept per process): from a worker thread, or
+        await :meth:`load_suite`."""
         if spec:
             return load_suite(spec, self.loaded.cache_dir)
-        return policy_suite(self.policy.get().suite, self.loaded.cache_dir)
+        return policy_suite((policy or self.policy.get()).suite, self.loaded.cache_dir)
 
-    def splits(self, spec: str | None = None) -> Splits:
+    def splits(self, spec: str | None = None, *, policy: Policy | None = None) -> Splits:
         """The policy's splits, or those of the suite ``spec`` alone (the security gate's
-        injection suite), split with the same seed and sizes."""
-        p = self.policy.get().suite
+        injection suite), split with the same seed and sizes. Blocking like :meth:`suite`:
+        from a worker thread, or await :meth:`load_splits`."""
+        p = (policy or self.policy.get()).suite
         seed = p.split_seed or self.split_secret
         if not spec:
             return policy_splits(p, self.loaded.cache_dir, seed)
@@ -167,9 +219,23 @@ class Runtime:
             suite=f"suite '{spec}'",
         )
 
-    def code_checker(self) -> DockerCodeChecker:
+    async def load_suite(self, spec: str | None = None, *, policy: Policy | None = None) -> Suite:
+        """:meth:`suite`, in a worker thread."""
+        chosen = policy or self.policy.get()
+        return await anyio.to_thread.run_sync(lambda: self.suite(spec, policy=chosen))
+
+    async def load_splits(self, spec: str | None = None, *, policy: Policy | None = None) -> Splits:
+        """:meth:`splits`, in a worker thread."""
+        chosen = policy or self.policy.get()
+        return await anyio.to_thread.run_sync(lambda: self.splits(spec, policy=chosen))
+
+    def code_checker(self, limits: Limits | None = None) -> DockerCodeChecker:
         return DockerCodeChecker(
-            self.engine, self.image, self.limits(), self.labels(), temp_parent=self.runs_dir
+            self.engine,
+            self.image,
+            limits or self.limits(),
+            self.labels(),
+            temp_parent=self.runs_dir,
         )
 
     async def aclose(self) -> None:

@@ -20,8 +20,11 @@ day         every call                    ``tokens_per_day``, rolling 24 h
 ==========  ============================  ===========================================
 
 The policy is read through ``policy_getter`` on every check, so a reloaded policy applies
-to the next call. The rolling windows are kept as running sums (see :class:`_RollingSums`),
-so a check costs the same on a ledger of ten rows or of a hundred thousand.
+to the next call; except that an evaluation may hold its calls to the task and eval limits
+of the policy it started under (``run_budget``: run id -> those budgets), so one
+evaluation's results are measured under one budget. The rolling windows are kept as
+running sums (see :class:`_RollingSums`), so a check costs the same on a ledger of ten rows
+or of a hundred thousand.
 """
 
 from __future__ import annotations
@@ -170,10 +173,12 @@ class BudgetGuard:
         store: Store,
         policy_getter: Callable[[], BudgetPolicy],
         *,
+        run_budget: Callable[[str], BudgetPolicy | None] = lambda run_id: None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
         self._policy = policy_getter
+        self._run_budget = run_budget
         self._clock = clock
         # Held across the ledger read so two callers cannot both claim the same allowance.
         self._reserve_lock = threading.Lock()
@@ -220,7 +225,7 @@ class BudgetGuard:
         """What the call's task or evaluation has left (the tighter), or None outside a run."""
         if charge.run_id is None:
             return None
-        policy = self._policy()
+        policy = self._run_budget(charge.run_id) or self._policy()
         task_spent, run_spent = ledger.run_and_task_totals(
             self._store, charge.run_id, charge.task_id
         )
@@ -294,12 +299,13 @@ class BudgetGuard:
         policy = self._policy()
         scopes: list[tuple[Scope, int, int]] = []
         if charge.run_id is not None:
+            run = self._run_budget(charge.run_id) or policy
             task_spent, run_spent = ledger.run_and_task_totals(
                 self._store, charge.run_id, charge.task_id
             )
             if charge.task_id is not None:
-                scopes.append(("task", task_spent, policy.tokens_per_task))
-            scopes.append(("eval", run_spent, policy.tokens_per_eval))
+                scopes.append(("task", task_spent, run.tokens_per_task))
+            scopes.append(("eval", run_spent, run.tokens_per_eval))
         if charge.purpose == "propose":
             scopes.append(("proposer", windows["proposer"], policy.proposer_tokens_per_day))
         scopes.append(("hour", windows["hour"], policy.tokens_per_hour))

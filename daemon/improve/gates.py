@@ -1,12 +1,12 @@
 """The gates: pure functions from measured figures to gate results, one reason per gate.
 
-Nothing here runs anything; the pipeline feeds in the sequential test's decision, reports,
-the dead-code measure and the decoy re-run. A gate's result always carries the measured
-value, the threshold it was held to and the test that decided it, so a verdict explains
-itself. The held-out decision appears as three gates: ``accuracy`` (non-inferiority),
-``improvement`` (better in at least one of accuracy, tokens, honesty) and ``honesty`` (the
-veto); then the point checks ``tokens`` (cap), ``dead_code``, ``provenance``, ``decoy``,
-``compute_matched`` (optional) and ``panel``.
+Nothing here runs anything; the pipeline's stages (:mod:`daemon.improve.stages`, which say
+in which order the gates are measured) feed in the sequential test's decision, reports, the
+dead-code measure and the decoy re-run. A gate's result always carries the measured value,
+the threshold it was held to and the test that decided it, so a verdict explains itself.
+The held-out decision appears as three gates, read from its parts by key: ``accuracy``
+(non-inferiority), ``improvement`` (better in at least one dimension) and ``honesty`` (the
+veto); each also reports the futility evidence about it.
 """
 
 from __future__ import annotations
@@ -14,10 +14,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from daemon.acceptance.explain import Decision, Part
+from daemon.acceptance.explain import (
+    HONESTY_CHECK,
+    NON_INFERIORITY,
+    SUPERIORITY,
+    Decision,
+    PartKind,
+    dimension_key,
+)
+from daemon.acceptance.knobs import Dimension, Futility, FutilityKey
+from daemon.acceptance.rule import Outcome
 from daemon.config.policy import GatesPolicy
 from daemon.evaluation.report import EvalReport, TaskResult
-from daemon.verdict import GateResult, Stage, Verdict
+from daemon.verdict import Gate, GateResult
 
 
 def _figure(x: float) -> float:
@@ -25,8 +34,29 @@ def _figure(x: float) -> float:
     return float(f"{x:.4g}") if math.isfinite(x) else 1e300
 
 
-def _part(decision: Decision, name: str) -> Part:
-    return next(p for p in decision.parts if p.name == name)
+# Which held-out gate each futility test is evidence about: a dimension's (its gain below
+# the protected size) is about "better in some dimension".
+_FUTILITY_GATE: dict[Futility, Gate] = {
+    Futility.BELOW_PARENT: Gate.ACCURACY,
+    Futility.MORE_OVER_CLAIMS: Gate.HONESTY,
+    Futility.MORE_UNDER_CLAIMS: Gate.HONESTY,
+}
+
+
+def _futility_label(key: FutilityKey) -> str:
+    return key.rule.futility_label if isinstance(key, Dimension) else key.rule.label
+
+
+def _futility_evidence(decision: Decision, gate: Gate) -> str:
+    """ "; futility evidence: ..." for the crossed futility tests about ``gate``, or ""."""
+    found = []
+    for part in decision.of_kind(PartKind.FUTILITY):
+        key = part.key.of
+        assert isinstance(key, Dimension | Futility)
+        about = Gate.IMPROVEMENT if isinstance(key, Dimension) else _FUTILITY_GATE[key]
+        if about is gate and not part.passed:
+            found.append(_futility_label(key))
+    return f"; futility evidence: {', '.join(found)}" if found else ""
 
 
 def acceptance_gates(
@@ -34,19 +64,15 @@ def acceptance_gates(
 ) -> list[GateResult]:
     """The sequential test's three parts, each with its e-value (or estimate) and threshold."""
     e = decision.estimates
-    ni = _part(decision, "(a) non-inferiority")
-    better = _part(decision, "(b) better in some dimension")
-    veto = _part(decision, "(c) honesty gate")
-    comps = [_part(decision, f"(b) {n} alone") for n in ("accuracy", "tokens", "honesty")]
-    crossed = [p.name for p in decision.parts if p.name.startswith("futility") and not p.passed]
-    claims = [n for n in crossed if "claims than the parent" in n]
-    futile = [n for n in crossed if n not in claims]
+    ni = decision.part(NON_INFERIORITY)
+    better = decision.part(SUPERIORITY)
+    veto = decision.part(HONESTY_CHECK)
     stopped = f"; stopped: {decision.reason}" if decision.reason else ""
     share = (
         f"alpha {decision.alpha:.3g} = this candidate's share of the lineage's {alpha_lineage:g}"
     )
     accuracy = GateResult(
-        gate="accuracy",
+        gate=Gate.ACCURACY,
         passed=ni.passed,
         measured=_figure(ni.measured),
         threshold=_figure(ni.threshold),
@@ -54,36 +80,40 @@ def acceptance_gates(
         note=(
             f"{e.wins} newly solved, {e.losses} newly failed over {e.tasks} of "
             f"{decision.block_size} paired held-out tasks ({e.accuracy_difference:+.1%}); "
-            f"{share}{stopped}" + (f"; futility: {', '.join(futile)}" if futile else "")
+            f"{share}{stopped}" + _futility_evidence(decision, Gate.ACCURACY)
         ),
     )
     ratio = "-" if math.isnan(e.token_ratio) else f"{e.token_ratio:.3f}"
+    alone = []
+    for d in Dimension:
+        p = decision.part(dimension_key(d))
+        alone.append(
+            f"{d.rule.key} E={_figure(p.measured):g} (alone needs {_figure(p.threshold):g})"
+        )
     improvement = GateResult(
-        gate="improvement",
+        gate=Gate.IMPROVEMENT,
         passed=better.passed,
         measured=_figure(better.measured),
         threshold=_figure(better.threshold),
         test=better.test,
         note=(
-            "; ".join(
-                f"{p.name[4:-6]} E={_figure(p.measured):g} (alone needs {_figure(p.threshold):g})"
-                for p in comps
-            )
+            "; ".join(alone)
             + f"; token ratio C/P {ratio}; over-claims {e.over_rate_p:.1%} -> {e.over_rate_c:.1%}"
+            + _futility_evidence(decision, Gate.IMPROVEMENT)
         ),
     )
     honesty = GateResult(
-        gate="honesty",
+        gate=Gate.HONESTY,
         enabled=policy.honesty.enabled,
         passed=veto.passed or not policy.honesty.enabled,
         measured=round(veto.measured, 4),
         threshold=veto.threshold,
-        test=veto.test.split(" (")[0],
+        test=veto.test,
         note=(
             f"over-claims {e.over_rate_c:.1%} (parent {e.over_rate_p:.1%}), under-claims "
             f"{e.under_rate_c:.1%} (parent {e.under_rate_p:.1%}); absolute bound "
             f"{policy.honesty.bound:g}; Brier score {e.brier_c:.3f} (parent {e.brier_p:.3f})"
-            + (f"; stopped early: {', '.join(claims)}" if claims else "")
+            + _futility_evidence(decision, Gate.HONESTY)
         ),
     )
     return [accuracy, improvement, honesty]
@@ -94,12 +124,11 @@ def _common_tokens(tasks: Sequence[TaskResult]) -> tuple[int, int, int]:
 
 
 def relies_on_tokens(decision: Decision) -> bool:
-    """Whether "better in some dimension" holds only thanks to tokens: the accuracy and
-    honesty components, each against the level at which it would carry (b) alone, do not
-    add up to it."""
-    if not _part(decision, "(b) better in some dimension").passed:
+    """Whether "better in some dimension" holds only thanks to tokens: the other dimensions,
+    each against the level at which it would carry (b) alone, do not add up to it."""
+    if not decision.part(SUPERIORITY).passed:
         return False
-    others = [_part(decision, f"(b) {n} alone") for n in ("accuracy", "honesty")]
+    others = [decision.part(dimension_key(d)) for d in Dimension if d is not Dimension.TOKENS]
     return sum(p.measured / p.threshold for p in others if math.isfinite(p.threshold)) < 1.0
 
 
@@ -144,7 +173,7 @@ def tokens_gate(
         if passed and not saved:
             passed, measured, threshold = False, round(total, 4), 1.0
     return GateResult(
-        gate="tokens",
+        gate=Gate.TOKENS,
         enabled=cfg.enabled,
         passed=passed or not cfg.enabled,
         measured=measured,
@@ -159,7 +188,7 @@ def dead_code_gate(
 ) -> GateResult:
     cfg = policy.dead_code
     return GateResult(
-        gate="dead_code",
+        gate=Gate.DEAD_CODE,
         enabled=cfg.enabled,
         passed=dead_fraction <= cfg.max_dead_fraction or not cfg.enabled,
         measured=round(dead_fraction, 4),
@@ -178,7 +207,7 @@ def provenance_gate(candidate: Sequence[TaskResult], policy: GatesPolicy) -> Gat
     share = len(unsupported) / len(verified) if verified else 0.0
     example = f"; e.g. {unsupported[0].provenance}" if unsupported else ""
     return GateResult(
-        gate="provenance",
+        gate=Gate.PROVENANCE,
         enabled=cfg.enabled,
         passed=share <= cfg.max_unsupported or not cfg.enabled,
         measured=round(share, 4),
@@ -196,17 +225,17 @@ def decoy_gate(
     cfg = policy.decoy
     if after is None:
         return GateResult(
-            gate="decoy",
+            gate=Gate.DECOY,
             enabled=cfg.enabled,
             passed=True,
             skipped=cfg.enabled,
             note="not run" if cfg.enabled else "off",
         )
-    ni = _part(after, "(a) non-inferiority")
-    better = _part(after, "(b) better in some dimension")
-    held = after.verdict.value == "accept"
+    ni = after.part(NON_INFERIORITY)
+    better = after.part(SUPERIORITY)
+    held = after.outcome is Outcome.ACCEPT
     return GateResult(
-        gate="decoy",
+        gate=Gate.DECOY,
         enabled=cfg.enabled,
         passed=held or not cfg.enabled,
         measured=round(survivors / wins, 4) if wins else 0.0,
@@ -226,7 +255,7 @@ def panel_gate(pairs: dict[str, tuple[EvalReport, EvalReport]], policy: GatesPol
     cfg = policy.panel
     if not pairs:
         return GateResult(
-            gate="panel", enabled=cfg.enabled, passed=True, note="no other panel models"
+            gate=Gate.PANEL, enabled=cfg.enabled, passed=True, note="no other panel models"
         )
     worst_model, worst = "", math.inf
     parts = []
@@ -239,7 +268,7 @@ def panel_gate(pairs: dict[str, tuple[EvalReport, EvalReport]], policy: GatesPol
         if delta < worst:
             worst_model, worst = model, delta
     return GateResult(
-        gate="panel",
+        gate=Gate.PANEL,
         enabled=cfg.enabled,
         passed=worst >= -cfg.max_regression or not cfg.enabled,
         measured=round(worst, 4),
@@ -247,13 +276,3 @@ def panel_gate(pairs: dict[str, tuple[EvalReport, EvalReport]], policy: GatesPol
         test="point estimate of the accuracy change on each other panel model",
         note=f"worst {worst_model}; " + "; ".join(parts),
     )
-
-
-def decide(stage: Stage, gates: list[GateResult], *, reason: str = "") -> Verdict:
-    failed = [g for g in gates if g.enabled and not g.passed and not g.skipped]
-    if failed or reason:
-        why = reason or "; ".join(
-            f"{g.gate}: measured {g.measured} vs threshold {g.threshold}" for g in failed
-        )
-        return Verdict(decision="reject", stage=stage, reason=why, gates=gates)
-    return Verdict(decision="accept", stage=stage, reason="every gate passed", gates=gates)

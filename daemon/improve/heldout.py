@@ -20,11 +20,10 @@ from dataclasses import dataclass
 
 import anyio
 
-from daemon.acceptance.explain import Decision
-from daemon.acceptance.explain import decide as explain
+from daemon.acceptance.explain import Decision, decision_of
 from daemon.acceptance.observations import HarnessResult, PairedOutcome
 from daemon.acceptance.ordering import ready_in_order
-from daemon.acceptance.rule import AcceptanceState, Verdict, begin, observe
+from daemon.acceptance.rule import AcceptanceState, Outcome, begin, observe
 from daemon.acceptance.spending import NextTest
 from daemon.config.policy import Policy
 from daemon.evaluation.evaluator import Subject, evaluate
@@ -32,12 +31,7 @@ from daemon.evaluation.report import EvalReport, TaskResult
 from daemon.evaluation.runtime import Runtime
 from daemon.improve import alpha_ledger
 from daemon.improve.alpha_ledger import PinnedSettings
-from daemon.improve.procedure import (
-    acceptance_policy,
-    block_for,
-    block_hash,
-    wanted_settings,
-)
+from daemon.improve.procedure import block_for, block_hash, rule_knobs, wanted_settings
 
 Baseline = Callable[[list[str], str], Awaitable[EvalReport]]
 
@@ -63,7 +57,7 @@ def paired(parent: TaskResult, candidate: TaskResult, policy: Policy) -> PairedO
 
 
 @dataclass(frozen=True)
-class Slot:
+class HeldoutSlot:
     """Where a candidate's test stands in the lineage: its epoch/position/alpha and block."""
 
     test: NextTest
@@ -74,7 +68,7 @@ class Slot:
 
 @dataclass(frozen=True)
 class HeldoutRun:
-    slot: Slot
+    slot: HeldoutSlot
     parent: EvalReport  # the parent on the whole block
     report: EvalReport  # the candidate's run (the fed prefix, plus tasks cut off in flight)
     fed: list[str]  # the task ids the test saw, in block order
@@ -82,10 +76,10 @@ class HeldoutRun:
     decision: Decision
 
 
-def claim_slot(rt: Runtime, cid: int) -> Slot | str:
-    """The candidate's slot, recorded in the ledger; or why no test may run. Blocking."""
-    policy = rt.policy.get()
-    pool = rt.splits().heldout
+def claim_slot(rt: Runtime, cid: int, policy: Policy) -> HeldoutSlot | str:
+    """The candidate's slot under ``policy``, recorded in the ledger; or why no test may
+    run. Blocking."""
+    pool = rt.splits(policy=policy).heldout
     wanted = wanted_settings(policy, pool)
     settings = alpha_ledger.pin(rt.store, wanted)
     if settings.pool != wanted.pool:
@@ -106,40 +100,51 @@ def claim_slot(rt: Runtime, cid: int) -> Slot | str:
             "policy's [acceptance] reuse_block is false"
         )
     alpha_ledger.start(rt.store, cid, test, block_hash(block.task_ids))
-    return Slot(test, list(block.task_ids), settings, settings.differences(wanted))
+    return HeldoutSlot(test, list(block.task_ids), settings, settings.differences(wanted))
 
 
 async def run_heldout(
-    rt: Runtime, subject: Subject, slot: Slot, baseline: Baseline, model: str
+    rt: Runtime,
+    subject: Subject,
+    slot: HeldoutSlot,
+    baseline: Baseline,
+    model: str,
+    policy: Policy,
 ) -> HeldoutRun:
-    """The sequential test of ``subject`` against the parent's baseline on the slot's block."""
-    policy = rt.policy.get()
+    """The sequential test of ``subject`` against the parent's baseline on the slot's block,
+    under ``policy`` (the candidate's snapshot)."""
     parent = await baseline(slot.block, model)
     theirs = parent.by_id()
-    test_policy = acceptance_policy(policy)
     failures = sum(not counted(theirs[t], policy) for t in slot.block)
-    state: AcceptanceState = begin(test_policy, slot.test.alpha, len(slot.block), failures)
+    state: AcceptanceState = begin(rule_knobs(policy), slot.test.alpha, len(slot.block), failures)
     fed: list[str] = []
     outcomes: list[PairedOutcome] = []
 
     def feed(results: Mapping[str, TaskResult]) -> bool:
         nonlocal state
-        if state.verdict is not Verdict.UNDECIDED:
+        if state.outcome is not Outcome.UNDECIDED:
             return True
         for result in ready_in_order(slot.block, results, len(fed)):
             outcome = paired(theirs[result.id], result, policy)
             state = observe(state, outcome)
             fed.append(result.id)
             outcomes.append(outcome)
-            if state.verdict is not Verdict.UNDECIDED:
+            if state.outcome is not Outcome.UNDECIDED:
                 return True
         return False
 
     report = await evaluate(
-        rt, subject, split="heldout", task_ids=slot.block, model=model, stop_when=feed
+        rt,
+        subject,
+        split="heldout",
+        task_ids=slot.block,
+        model=model,
+        stop_when=feed,
+        policy=policy,
     )
     feed({t.id: t for t in report.tasks})  # whatever completed after the last check
-    return HeldoutRun(slot, parent, report, fed, outcomes, explain(state, block_complete=True))
+    decision = decision_of(state, block_complete=True)
+    return HeldoutRun(slot, parent, report, fed, outcomes, decision)
 
 
 async def record_end(rt: Runtime, cid: int, promoted: bool, decision: dict[str, object]) -> None:

@@ -325,7 +325,7 @@ class ImprovementLoop:
         policy = self.rt.policy.get()
         parent = await anyio.to_thread.run_sync(self.lineage.current)
         dev = await self.pipeline.baseline(parent, "dev", policy.models.primary)
-        suite = self.rt.suite()
+        suite = await self.rt.load_suite(policy=policy)
         failures = [
             FailedTask(t, suite.task(t.id).prompt, suite.expected(t.id))
             for t in dev.tasks

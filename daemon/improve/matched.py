@@ -21,13 +21,14 @@ import math
 from collections import Counter
 
 from daemon.acceptance.eprocess import Counts, TernaryEProcess
+from daemon.acceptance.knobs import Dimension
 from daemon.config.policy import Policy
 from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.evaluation.report import TaskResult
 from daemon.evaluation.runtime import Runtime
 from daemon.improve.heldout import HeldoutRun, counted
-from daemon.improve.procedure import acceptance_policy
-from daemon.verdict import GateResult
+from daemon.improve.procedure import rule_knobs
+from daemon.verdict import Gate, GateResult
 
 TEST = "net tasks solved against the parent's majority vote over k runs at the same tokens"
 
@@ -45,16 +46,16 @@ def _vote(runs: list[TaskResult], policy: Policy) -> bool:
 
 
 async def compute_matched_gate(
-    rt: Runtime, parent: Subject, run: HeldoutRun, model: str
+    rt: Runtime, parent: Subject, run: HeldoutRun, model: str, policy: Policy
 ) -> GateResult:
-    policy = rt.policy.get()
+    """The gate under ``policy`` (the candidate's snapshot)."""
     cfg = policy.gates.compute_matched
     if not cfg.enabled:
-        return GateResult(gate="compute_matched", enabled=False, passed=True, note="off")
+        return GateResult(gate=Gate.COMPUTE_MATCHED, enabled=False, passed=True, note="off")
     ratio = run.decision.estimates.token_ratio
     if not ratio > 1.0:
         return GateResult(
-            gate="compute_matched",
+            gate=Gate.COMPUTE_MATCHED,
             passed=True,
             measured=round(ratio, 4),
             threshold=1.0,
@@ -65,7 +66,9 @@ async def compute_matched_gate(
     base = run.parent.by_id()
     runs: dict[str, list[TaskResult]] = {t: [base[t]] for t in run.fed}
     for _ in range(k - 1):
-        extra = await evaluate(rt, parent, split="matched", task_ids=run.fed, model=model)
+        extra = await evaluate(
+            rt, parent, split="matched", task_ids=run.fed, model=model, policy=policy
+        )
         for t in extra.tasks:
             runs[t.id].append(t)
     mine = run.report.by_id()
@@ -73,11 +76,11 @@ async def compute_matched_gate(
     for task_id in run.fed:
         matched = _vote(runs[task_id], policy)
         counts = counts.observe(int(counted(mine[task_id], policy)) - int(matched))
-    test = acceptance_policy(policy).tests.accuracy
+    test = rule_knobs(policy).tests.superiority[Dimension.ACCURACY]
     e_value = math.exp(min(TernaryEProcess(test, counts).log_value, 700.0))
     net = (counts.plus - counts.minus) / max(counts.n, 1)
     return GateResult(
-        gate="compute_matched",
+        gate=Gate.COMPUTE_MATCHED,
         passed=net > 0.0,
         measured=round(net, 4),
         threshold=0.0,

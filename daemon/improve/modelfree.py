@@ -15,12 +15,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import anyio
+
 from daemon.acceptance.explain import Decision, run_block
 from daemon.acceptance.observations import PairedOutcome
+from daemon.config.policy import Policy
 from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.evaluation.runtime import Runtime
 from daemon.improve.heldout import HeldoutRun, counted
-from daemon.improve.procedure import acceptance_policy
+from daemon.improve.procedure import rule_knobs
+from daemon.suites.base import Suite
 
 
 @dataclass(frozen=True)
@@ -30,9 +34,8 @@ class DecoyCheck:
     after: Decision
 
 
-def pick_decoys(rt: Runtime, block: list[str], wins: list[str]) -> dict[str, str]:
+def pick_decoys(suite: Suite, block: list[str], wins: list[str]) -> dict[str, str]:
     """For each win, a task half a block away whose question differs (deterministic)."""
-    suite = rt.suite()
     n = len(block)
     where = {t: i for i, t in enumerate(block)}
     chosen: dict[str, str] = {}
@@ -46,12 +49,15 @@ def pick_decoys(rt: Runtime, block: list[str], wins: list[str]) -> dict[str, str
     return chosen
 
 
-async def decoy_check(rt: Runtime, subject: Subject, run: HeldoutRun, model: str) -> DecoyCheck:
-    policy = rt.policy.get()
+async def decoy_check(
+    rt: Runtime, subject: Subject, run: HeldoutRun, model: str, policy: Policy
+) -> DecoyCheck:
+    """The decoy re-run of ``run``'s wins under ``policy`` (the candidate's snapshot)."""
     wins = [o.task_id for o in run.outcomes if o.accuracy_difference == 1]
     if not wins:
         return DecoyCheck(0, [], run.decision)
-    decoys = pick_decoys(rt, run.slot.block, wins)
+    suite = await rt.load_suite(policy=policy)
+    decoys = await anyio.to_thread.run_sync(pick_decoys, suite, run.slot.block, wins)
     report = await evaluate(
         rt,
         subject,
@@ -59,6 +65,7 @@ async def decoy_check(rt: Runtime, subject: Subject, run: HeldoutRun, model: str
         task_ids=[t for t in wins if t in decoys],
         model=model,
         decoys=decoys,
+        policy=policy,
     )
     # A win with no possible decoy (a block of identical questions) cannot be told apart.
     survivors = [t.id for t in report.tasks if t.passed] + [t for t in wins if t not in decoys]
@@ -70,6 +77,6 @@ async def decoy_check(rt: Runtime, subject: Subject, run: HeldoutRun, model: str
     parent = run.parent.by_id()
     failures = sum(not counted(parent[t], policy) for t in run.slot.block)
     after = run_block(
-        acceptance_policy(policy), run.slot.test.alpha, adjusted, len(run.slot.block), failures
+        rule_knobs(policy), run.slot.test.alpha, adjusted, len(run.slot.block), failures
     )
     return DecoyCheck(len(wins), survivors, after)

@@ -1,14 +1,22 @@
-"""Candidate pipeline, stages 2-6: smoke, dev, held-out (sequential), panel, verdict.
+"""Candidate pipeline: the stages from smoke to panel, and the verdict.
 
-Cheapest first, stopping at the first failure. The parent's reports are computed once per
-set of conditions (:mod:`daemon.evaluation.conditions`) and reused, so every candidate is
+Cheapest first, stopping at the first failure; the stages and their order are one list,
+:data:`STAGES` (smoke, dev screen, held-out test, point gates, decoy, compute-matched,
+security, panel), run by :func:`daemon.improve.stages.run_stages`, which also derives the
+verdict and its "not reached" lines. The parent's reports are computed once per set of
+conditions (:mod:`daemon.evaluation.conditions`) and reused, so every candidate is
 compared with its parent on exactly the same tasks under exactly the same conditions.
 The held-out stage (:mod:`daemon.improve.heldout`) is a sequential test at the candidate's
 share of the lineage's alpha; a candidate it would promote must then pass the point gates
 (token cap, dead code, provenance), the decoy re-run of its wins, the optional
 compute-matched gate, the optional security gate (:mod:`daemon.improve.security`) and the
-panel. Held-out results never leave this module except as the
-verdict's per-gate figures, and the proposer reads of those only "promoted" or not.
+panel. Held-out results never leave this module except as the verdict's per-gate figures,
+and the proposer reads of those only "promoted" or not.
+
+One policy per candidate: :meth:`Pipeline.run` takes a snapshot of the policy when the
+candidate's evaluation starts, and every threshold, limit and budget of its stages and
+verdict comes from it (the verdict records which policy that was), so an edit of the policy
+file mid-candidate applies from the next candidate on.
 """
 
 from __future__ import annotations
@@ -16,10 +24,12 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
 
+from daemon.config.policy import Policy
 from daemon.errors import LineageError
 from daemon.evaluation import results
 from daemon.evaluation.conditions import conditions_key, run_conditions
@@ -27,23 +37,29 @@ from daemon.evaluation.coverage import dead_added, read_sources
 from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.evaluation.health import interruption
 from daemon.evaluation.report import EvalReport
-from daemon.evaluation.runtime import Runtime
+from daemon.evaluation.runtime import PolicySnapshot, Runtime
 from daemon.improve import alpha_ledger, candidates
 from daemon.improve.gates import (
     acceptance_gates,
     dead_code_gate,
-    decide,
     decoy_gate,
     panel_gate,
     provenance_gate,
     tokens_gate,
 )
-from daemon.improve.heldout import HeldoutRun, Slot, claim_slot, record_end, run_heldout
+from daemon.improve.heldout import (
+    HeldoutRun,
+    HeldoutSlot,
+    claim_slot,
+    record_end,
+    run_heldout,
+)
 from daemon.improve.matched import compute_matched_gate
 from daemon.improve.modelfree import decoy_check
 from daemon.improve.security import security_gate
+from daemon.improve.stages import PipelineStage, StageResult, run_stages
 from daemon.lineage import Lineage, Version
-from daemon.verdict import GateResult, Verdict
+from daemon.verdict import Gate, GateResult, PolicyUsed, Verdict
 
 log = logging.getLogger("harnessd.pipeline")
 
@@ -68,17 +84,20 @@ class Pipeline:
         task_ids: list[str] | None = None,
         *,
         suite_spec: str | None = None,
+        policy: Policy | None = None,
     ) -> EvalReport:
         """The version's full report on ``task_ids`` (default: the whole ``split``) with
         ``model``, computed at most once per set of conditions (``suite_spec``: another suite
-        than the policy's, e.g. the security gate's)."""
-        ids = task_ids if task_ids is not None else self._ids(split, suite_spec)
+        than the policy's, e.g. the security gate's), under ``policy`` (a candidate's
+        snapshot; default: the live policy, read once here)."""
+        chosen = policy or self.rt.policy.get()
+        ids = task_ids if task_ids is not None else await self.split_ids(split, suite_spec, chosen)
 
         def lookup() -> tuple[str, EvalReport | None]:
             conditions = run_conditions(
-                policy=self.rt.policy.get(),
+                policy=chosen,
                 image=self.rt.image,
-                suite=self.rt.suite(suite_spec),
+                suite=self.rt.suite(suite_spec, policy=chosen),
                 task_ids=ids,
                 model=model,
                 tree_hash=version.tree_hash,
@@ -105,6 +124,7 @@ class Pipeline:
             suite_spec=suite_spec,
             keep_transcripts=split == "dev",
             conditions=key,
+            policy=chosen,
         )
         await self.rt.emit(
             "baseline.done",
@@ -116,32 +136,18 @@ class Pipeline:
         )
         return report
 
-    def _ids(self, split: str, suite_spec: str | None) -> list[str]:
-        splits = self.rt.splits(suite_spec)
+    async def split_ids(self, split: str, suite_spec: str | None, policy: Policy) -> list[str]:
+        """The task ids of ``split`` under ``policy`` (``suite_spec``: another suite)."""
+        splits = await self.rt.load_splits(suite_spec, policy=policy)
         if suite_spec is not None:  # the security gate's injection tasks
-            return splits.heldout[: self.rt.policy.get().gates.security.tasks]
+            return splits.heldout[: policy.gates.security.tasks]
         return splits.dev if split == "dev" else splits.heldout
 
-    async def _security(self, parent: Version, subject: Subject) -> GateResult:
-        """The ``security`` gate: the same held-out injection tasks, parent and candidate."""
-        policy = self.rt.policy.get()
-        cfg = policy.gates.security
-        spec = cfg.injection_suite(policy.suite.name)
-        primary = policy.models.primary
-        parent_report = await self.baseline(parent, "heldout", primary, suite_spec=spec)
-        report = await evaluate(
-            self.rt,
-            subject,
-            split="heldout",
-            task_ids=self._ids("heldout", spec),
-            model=primary,
-            suite_spec=spec,
-        )
-        return security_gate(parent_report, report, cfg)
+    # ---- one candidate -------------------------------------------------------------------
 
-    # ---- the stages ----------------------------------------------------------------------
-
-    async def _stage(self, cid: int, stage: str) -> None:
+    async def stage(self, cid: int, stage: str) -> None:
+        """Say (in the lineage, the activity line and the event log) that candidate ``cid``
+        entered ``stage``."""
         await anyio.to_thread.run_sync(lambda: self.lineage.set_candidate(cid, "evaluating", stage))
         self.activity(f"candidate c{cid}: {stage}")
         await self.rt.emit(
@@ -149,15 +155,19 @@ class Pipeline:
         )
 
     async def run(self, candidate_id: int) -> Verdict:
-        """Evaluate a recorded candidate; promote it if every gate passes."""
+        """Evaluate a recorded candidate under one policy snapshot; promote it if every gate
+        passes."""
+        snapshot = self.rt.snapshot()
         cand = await anyio.to_thread.run_sync(self.lineage.candidate, candidate_id)
         parent = await anyio.to_thread.run_sync(self.lineage.get, cand.parent_version_id)
         tree = await anyio.to_thread.run_sync(
             candidates.materialise, self.lineage, candidate_id, self.rt.work_dir
         )
         try:
-            verdict, held = await self._evaluate(candidate_id, parent, tree, cand.patch)
-            await self._conclude(candidate_id, tree, verdict, held)
+            run = CandidateEvaluation(self, candidate_id, parent, tree, cand.patch, snapshot)
+            used = PolicyUsed(path=str(snapshot.path), sha256=snapshot.sha256)
+            verdict = await run_stages(STAGES, run, snapshot.policy, used)
+            await self._conclude(candidate_id, tree, verdict, run.held)
             return verdict
         except BaseException as exc:
             # Stopped mid-evaluation (daemon stop, engine gone): say so now rather than
@@ -195,147 +205,6 @@ class Pipeline:
                 reason=reason,
             )
 
-    async def _evaluate(
-        self, cid: int, parent: Version, tree: Path, patch: str
-    ) -> tuple[Verdict, HeldoutRun | None]:
-        policy = self.rt.policy.get()
-        primary = policy.models.primary
-        splits = self.rt.splits()
-        subject = Subject(tree, f"c{cid}", candidate_id=cid, version_id=None)
-
-        if policy.pipeline.smoke:
-            await self._stage(cid, "smoke")
-            smoke = await evaluate(
-                self.rt,
-                subject,
-                split="smoke",
-                task_ids=splits.dev[:1],
-                model=primary,
-                keep_transcripts=True,
-            )
-            failed = [t for t in smoke.tasks if t.error in SMOKE_FAILURES]
-            if failed:
-                why = f"smoke task {failed[0].id}: {failed[0].detail}"
-                return decide("smoke", self._not_reached([]), reason=why), None
-
-        await self._stage(cid, "dev")
-        parent_dev = await self.baseline(parent, "dev", primary)
-        dev = await evaluate(
-            self.rt,
-            subject,
-            split="dev",
-            task_ids=splits.dev,
-            model=primary,
-            keep_transcripts=True,
-        )
-        slack = policy.pipeline.dev_max_regression
-        screen = GateResult(
-            gate="dev_screen",
-            passed=dev.accuracy >= parent_dev.accuracy - slack,
-            measured=round(dev.accuracy - parent_dev.accuracy, 4),
-            threshold=-slack,
-            test="point estimate on the dev split",
-            note=f"dev accuracy {dev.accuracy:.1%} vs parent {parent_dev.accuracy:.1%}",
-        )
-        if not screen.passed:
-            return decide("dev", self._not_reached([screen])), None
-
-        await self._stage(cid, "heldout")
-        slot = await anyio.to_thread.run_sync(claim_slot, self.rt, cid)
-        if isinstance(slot, str):
-            await self.rt.emit("heldout.refused", f"candidate c{cid}: {slot}", level="warning")
-            return decide("heldout", self._not_reached([screen]), reason=slot), None
-        await self._announce(cid, slot)
-
-        async def base(ids: list[str], model: str) -> EvalReport:
-            return await self.baseline(parent, "heldout", model, ids)
-
-        held = await run_heldout(self.rt, subject, slot, base, primary)
-        gates = [screen, *await self._point_gates(held, tree, patch)]
-        if any(g.enabled and not g.passed for g in gates):
-            return decide("heldout", self._not_reached(gates)), held
-        if policy.gates.decoy.enabled:
-            await self._stage(cid, "heldout")
-            self.activity(f"candidate c{cid}: decoy re-run of its held-out wins")
-            check = await decoy_check(self.rt, subject, held, primary)
-            gates.append(decoy_gate(check.wins, len(check.survivors), check.after, policy.gates))
-        else:
-            gates.append(decoy_gate(0, 0, None, policy.gates))
-        parent_subject = Subject(
-            self.lineage.path(parent), parent.name, version_id=parent.id, version=parent.name
-        )
-        gates.append(await compute_matched_gate(self.rt, parent_subject, held, primary))
-        if policy.gates.security.enabled and not any(g.enabled and not g.passed for g in gates):
-            self.activity(f"candidate c{cid}: security gate on held-out injection tasks")
-            gates.append(await self._security(parent, subject))
-        if any(g.enabled and not g.passed for g in gates):
-            return decide("heldout", self._not_reached(gates)), held
-
-        others = [m for m in policy.models.all() if m != primary]
-        pairs: dict[str, tuple[EvalReport, EvalReport]] = {}
-        if others and policy.gates.panel.enabled:
-            await self._stage(cid, "panel")
-            for model in others:
-                parent_m = await self.baseline(parent, "heldout", model, slot.block)
-                cand_m = await evaluate(
-                    self.rt, subject, split="heldout", task_ids=held.fed, model=model
-                )
-                pairs[model] = (parent_m, cand_m)
-        gates.append(panel_gate(pairs, policy.gates))
-        return decide("panel" if pairs else "heldout", gates), held
-
-    def _not_reached(self, gates: list[GateResult]) -> list[GateResult]:
-        """``gates`` and a "not reached" line for each later gate, so every verdict lists
-        the same gates (the security gate only where the policy enables it)."""
-        names = {g.gate for g in gates}
-        later = ["decoy", "compute_matched"]
-        if self.rt.policy.get().gates.security.enabled:
-            later.append("security")
-        return gates + [
-            GateResult(gate=n, passed=True, skipped=True, note="not reached")
-            for n in [*later, "panel"]
-            if n not in names
-        ]
-
-    async def _point_gates(self, held: HeldoutRun, tree: Path, patch: str) -> list[GateResult]:
-        """The test's own three gates, then those measured on the same held-out run."""
-        policy = self.rt.policy.get()
-        sources = await anyio.to_thread.run_sync(read_sources, tree)
-        dead = dead_added(patch, sources, held.report.coverage.executed)
-        mine, theirs = held.report.by_id(), held.parent.by_id()
-        return [
-            *acceptance_gates(held.decision, held.slot.settings.alpha, policy.gates),
-            tokens_gate(
-                [theirs[t] for t in held.fed],
-                [mine[t] for t in held.fed],
-                policy.gates,
-                held.decision,
-            ),
-            dead_code_gate(dead.fraction, dead.added_executable, dead.dead, policy.gates),
-            provenance_gate([mine[t] for t in held.fed], policy.gates),
-        ]
-
-    async def _announce(self, cid: int, slot: Slot) -> None:
-        t = slot.test
-        block = "reused block" if t.reused_block else "fresh block"
-        await self.rt.emit(
-            "heldout.started",
-            f"candidate c{cid}: held-out test, epoch {t.epoch} candidate {t.position}, alpha "
-            f"{t.alpha:.3g} of the lineage's {slot.settings.alpha:g}, {block} {t.block_index} "
-            f"({len(slot.block)} tasks)",
-            candidate=cid,
-            epoch=t.epoch,
-            position=t.position,
-            alpha=t.alpha,
-        )
-        if slot.changed:
-            await self.rt.emit(
-                "heldout.pinned",
-                "the lineage's acceptance settings were pinned at its first held-out test; "
-                f"these policy edits do not apply to it: {'; '.join(slot.changed)}",
-                level="warning",
-            )
-
     async def _conclude(
         self, cid: int, tree: Path, verdict: Verdict, held: HeldoutRun | None
     ) -> None:
@@ -345,7 +214,9 @@ class Pipeline:
                 version = await anyio.to_thread.run_sync(self.lineage.promote, cid, tree, verdict)
             except LineageError as exc:
                 # E.g. a rollback made another version live while this one was evaluated.
-                verdict = decide("done", verdict.gates, reason=f"not promoted: {exc}")
+                verdict = Verdict.of(
+                    "done", verdict.gates, reason=f"not promoted: {exc}", policy=verdict.policy
+                )
                 return await self._conclude(cid, tree, verdict, held)
             if decision is not None:
                 await record_end(self.rt, cid, True, decision)
@@ -370,3 +241,258 @@ class Pipeline:
             failed=verdict.failed,
             gates=verdict.deciding(),
         )
+
+
+@dataclass
+class CandidateEvaluation:
+    """One candidate on its way through :data:`STAGES`: what the stages share. Every
+    threshold, limit and budget comes from ``snapshot``."""
+
+    pipeline: Pipeline
+    cid: int
+    parent: Version
+    tree: Path
+    patch: str
+    snapshot: PolicySnapshot
+    subject: Subject = field(init=False)
+    held: HeldoutRun | None = None
+
+    def __post_init__(self) -> None:
+        self.subject = Subject(self.tree, f"c{self.cid}", candidate_id=self.cid, version_id=None)
+
+    @property
+    def policy(self) -> Policy:
+        return self.snapshot.policy
+
+    @property
+    def rt(self) -> Runtime:
+        return self.pipeline.rt
+
+    @property
+    def primary(self) -> str:
+        return self.policy.models.primary
+
+    def _held(self) -> HeldoutRun:
+        assert self.held is not None, "a stage after the held-out test ran before it"
+        return self.held
+
+    async def smoke(self) -> StageResult:
+        """One dev task: a harness that crashes, breaks the protocol or overruns goes no
+        further."""
+        if not self.policy.pipeline.smoke:
+            return StageResult()
+        await self.pipeline.stage(self.cid, "smoke")
+        splits = await self.rt.load_splits(policy=self.policy)
+        smoke = await evaluate(
+            self.rt,
+            self.subject,
+            split="smoke",
+            task_ids=splits.dev[:1],
+            model=self.primary,
+            keep_transcripts=True,
+            policy=self.policy,
+        )
+        failed = [t for t in smoke.tasks if t.error in SMOKE_FAILURES]
+        if failed:
+            return StageResult(refusal=f"smoke task {failed[0].id}: {failed[0].detail}")
+        return StageResult()
+
+    async def dev_screen(self) -> StageResult:
+        """The dev split against the parent's: a cheap screen before any held-out task."""
+        await self.pipeline.stage(self.cid, "dev")
+        parent_dev = await self.pipeline.baseline(
+            self.parent, "dev", self.primary, policy=self.policy
+        )
+        splits = await self.rt.load_splits(policy=self.policy)
+        dev = await evaluate(
+            self.rt,
+            self.subject,
+            split="dev",
+            task_ids=splits.dev,
+            model=self.primary,
+            keep_transcripts=True,
+            policy=self.policy,
+        )
+        slack = self.policy.pipeline.dev_max_regression
+        screen = GateResult(
+            gate=Gate.DEV_SCREEN,
+            passed=dev.accuracy >= parent_dev.accuracy - slack,
+            measured=round(dev.accuracy - parent_dev.accuracy, 4),
+            threshold=-slack,
+            test="point estimate on the dev split",
+            note=f"dev accuracy {dev.accuracy:.1%} vs parent {parent_dev.accuracy:.1%}",
+        )
+        return StageResult([screen])
+
+    async def heldout_test(self) -> StageResult:
+        """The sequential test on the candidate's held-out block, at its share of alpha."""
+        await self.pipeline.stage(self.cid, "heldout")
+        slot = await anyio.to_thread.run_sync(claim_slot, self.rt, self.cid, self.policy)
+        if isinstance(slot, str):
+            await self.rt.emit("heldout.refused", f"candidate c{self.cid}: {slot}", level="warning")
+            return StageResult(refusal=slot)
+        await self._announce(slot)
+
+        async def base(ids: list[str], model: str) -> EvalReport:
+            return await self.pipeline.baseline(
+                self.parent, "heldout", model, ids, policy=self.policy
+            )
+
+        self.held = await run_heldout(self.rt, self.subject, slot, base, self.primary, self.policy)
+        gates = acceptance_gates(self.held.decision, slot.settings.alpha, self.policy.gates)
+        return StageResult(gates)
+
+    async def point_gates(self) -> StageResult:
+        """The gates measured on the same held-out run: token cap, dead code, provenance."""
+        held, cfg = self._held(), self.policy.gates
+        sources = await anyio.to_thread.run_sync(read_sources, self.tree)
+        dead = dead_added(self.patch, sources, held.report.coverage.executed)
+        mine, theirs = held.report.by_id(), held.parent.by_id()
+        return StageResult(
+            [
+                tokens_gate(
+                    [theirs[t] for t in held.fed],
+                    [mine[t] for t in held.fed],
+                    cfg,
+                    held.decision,
+                ),
+                dead_code_gate(dead.fraction, dead.added_executable, dead.dead, cfg),
+                provenance_gate([mine[t] for t in held.fed], cfg),
+            ]
+        )
+
+    async def decoy(self) -> StageResult:
+        """The wins re-run against a decoy model, and the test decided again without those
+        that survive."""
+        cfg = self.policy.gates
+        if not cfg.decoy.enabled:
+            return StageResult([decoy_gate(0, 0, None, cfg)])
+        await self.pipeline.stage(self.cid, "heldout")
+        self.pipeline.activity(f"candidate c{self.cid}: decoy re-run of its held-out wins")
+        check = await decoy_check(self.rt, self.subject, self._held(), self.primary, self.policy)
+        return StageResult([decoy_gate(check.wins, len(check.survivors), check.after, cfg)])
+
+    async def compute_matched(self) -> StageResult:
+        """More tokens than the parent must beat the parent's vote at the same tokens."""
+        parent = Subject(
+            self.pipeline.lineage.path(self.parent),
+            self.parent.name,
+            version_id=self.parent.id,
+            version=self.parent.name,
+        )
+        gate = await compute_matched_gate(self.rt, parent, self._held(), self.primary, self.policy)
+        return StageResult([gate])
+
+    async def security(self) -> StageResult:
+        """The same held-out injection tasks, parent and candidate (when the policy asks)."""
+        cfg = self.policy.gates.security
+        if not cfg.enabled:
+            return StageResult()
+        self.pipeline.activity(f"candidate c{self.cid}: security gate on held-out injection tasks")
+        spec = cfg.injection_suite(self.policy.suite.name)
+        parent_report = await self.pipeline.baseline(
+            self.parent, "heldout", self.primary, suite_spec=spec, policy=self.policy
+        )
+        report = await evaluate(
+            self.rt,
+            self.subject,
+            split="heldout",
+            task_ids=await self.pipeline.split_ids("heldout", spec, self.policy),
+            model=self.primary,
+            suite_spec=spec,
+            policy=self.policy,
+        )
+        return StageResult([security_gate(parent_report, report, cfg)])
+
+    async def panel(self) -> StageResult:
+        """The same held-out tasks on every other panel model: no model may regress much."""
+        held, policy = self._held(), self.policy
+        others = [m for m in policy.models.all() if m != self.primary]
+        pairs: dict[str, tuple[EvalReport, EvalReport]] = {}
+        if others and policy.gates.panel.enabled:
+            await self.pipeline.stage(self.cid, "panel")
+            for model in others:
+                parent_m = await self.pipeline.baseline(
+                    self.parent, "heldout", model, held.slot.block, policy=policy
+                )
+                cand_m = await evaluate(
+                    self.rt,
+                    self.subject,
+                    split="heldout",
+                    task_ids=held.fed,
+                    model=model,
+                    policy=policy,
+                )
+                pairs[model] = (parent_m, cand_m)
+        return StageResult(
+            [panel_gate(pairs, policy.gates)], reached="panel" if pairs else "heldout"
+        )
+
+    async def _announce(self, slot: HeldoutSlot) -> None:
+        t = slot.test
+        block = "reused block" if t.reused_block else "fresh block"
+        await self.rt.emit(
+            "heldout.started",
+            f"candidate c{self.cid}: held-out test, epoch {t.epoch} candidate {t.position}, "
+            f"alpha {t.alpha:.3g} of the lineage's {slot.settings.alpha:g}, {block} "
+            f"{t.block_index} ({len(slot.block)} tasks)",
+            candidate=self.cid,
+            epoch=t.epoch,
+            position=t.position,
+            alpha=t.alpha,
+        )
+        if slot.changed:
+            await self.rt.emit(
+                "heldout.pinned",
+                "the lineage's acceptance settings were pinned at its first held-out test; "
+                f"these policy edits do not apply to it: {'; '.join(slot.changed)}",
+                level="warning",
+            )
+
+
+def _none(policy: Policy) -> tuple[Gate, ...]:
+    return ()
+
+
+STAGES: tuple[PipelineStage[CandidateEvaluation], ...] = (
+    PipelineStage("smoke", "smoke", _none, CandidateEvaluation.smoke),
+    PipelineStage(
+        "dev screen", "dev", lambda p: (Gate.DEV_SCREEN,), CandidateEvaluation.dev_screen
+    ),
+    PipelineStage(
+        "held-out test",
+        "heldout",
+        lambda p: (Gate.ACCURACY, Gate.IMPROVEMENT, Gate.HONESTY),
+        CandidateEvaluation.heldout_test,
+        # The point gates are measured on the same run, so they are reported either way.
+        continues_after_failure=True,
+    ),
+    PipelineStage(
+        "point gates",
+        "heldout",
+        lambda p: (Gate.TOKENS, Gate.DEAD_CODE, Gate.PROVENANCE),
+        CandidateEvaluation.point_gates,
+    ),
+    PipelineStage(
+        "decoy",
+        "heldout",
+        lambda p: (Gate.DECOY,),
+        CandidateEvaluation.decoy,
+        # A failed decoy re-run still lets compute-matched be measured and reported.
+        continues_after_failure=True,
+    ),
+    PipelineStage(
+        "compute-matched",
+        "heldout",
+        lambda p: (Gate.COMPUTE_MATCHED,),
+        CandidateEvaluation.compute_matched,
+    ),
+    PipelineStage(
+        "security",
+        "heldout",
+        lambda p: (Gate.SECURITY,) if p.gates.security.enabled else (),
+        CandidateEvaluation.security,
+    ),
+    PipelineStage("panel", "panel", lambda p: (Gate.PANEL,), CandidateEvaluation.panel),
+)
+"""The stages in the order they run; a verdict lists their gates in this order."""

@@ -16,12 +16,12 @@ import math
 import threading
 from dataclasses import dataclass
 
-from daemon.acceptance.knobs import AcceptancePolicy
+from daemon.acceptance.knobs import RuleKnobs
 from daemon.acceptance.power import DiscordanceModel, detectable_gain, sequential_power
 from daemon.acceptance.spending import LineageBudget
 from daemon.config.policy import Policy
 from daemon.improve.alpha_ledger import PinnedSettings
-from daemon.improve.procedure import acceptance_policy, empty_budget, wanted_settings
+from daemon.improve.procedure import empty_budget, rule_knobs, wanted_settings
 
 TARGET = 0.8
 POSITIONS = (1, 3, 10, 30)
@@ -40,7 +40,7 @@ class PowerRow:
 
 
 def _row(policy: Policy, label: str, budget: LineageBudget, position: int, block: int) -> PowerRow:
-    test = acceptance_policy(policy)
+    test = rule_knobs(policy)
     epoch = budget.promotions + 1
     alpha = budget.epoch_budget(epoch) * budget.candidate_schedule.weight(position)
     if alpha <= 0.0 or block <= 0:
@@ -60,7 +60,7 @@ def _row(policy: Policy, label: str, budget: LineageBudget, position: int, block
 
 # (test knobs, pinned settings) -> rows: the arithmetic takes seconds of CPU (a minute on a
 # loaded machine), and a daemon is asked the same question for the same policy repeatedly.
-_computed: dict[tuple[AcceptancePolicy, str], list[PowerRow]] = {}
+_computed: dict[tuple[RuleKnobs, str], list[PowerRow]] = {}
 _KEEP = 16
 _lock = threading.Lock()  # worker threads share the table
 
@@ -72,7 +72,7 @@ def power_rows(
     of arithmetic the first time for given settings): call it from a worker thread in async
     code."""
     chosen = settings or wanted_settings(policy, [str(i) for i in range(pool_size)])
-    key = (acceptance_policy(policy), chosen.to_json())
+    key = (rule_knobs(policy), chosen.to_json())
     with _lock:
         known = _computed.get(key)
     if known is not None:

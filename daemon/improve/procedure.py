@@ -12,18 +12,20 @@ import hashlib
 import json
 from dataclasses import replace
 
-from daemon.acceptance.knobs import AcceptancePolicy
+from daemon.acceptance.knobs import RuleKnobs
 from daemon.acceptance.spending import HeldOutBlock, LineageBudget, held_out_block
 from daemon.config.policy import Policy
 from daemon.improve.alpha_ledger import PinnedSettings
 
 
-def acceptance_policy(policy: Policy) -> AcceptancePolicy:
+def rule_knobs(policy: Policy) -> RuleKnobs:
     """The sequential test's knobs. With the honesty gate off, honesty is neither a veto nor
     a way to be better (its weight goes to the others): fewer over-claims alone could come
-    from claiming nothing, which only the gate tells apart."""
+    from claiming nothing, which only the gate tells apart. (A tolerance and bound of 1 make
+    the veto always pass; the futility tests of more claims than the parent then cannot
+    collect evidence and are not run.)"""
     a, gate = policy.acceptance, policy.gates.honesty
-    test = AcceptancePolicy(
+    test = RuleKnobs(
         margin=a.margin,
         weight_accuracy=a.weight_accuracy,
         weight_tokens=a.weight_tokens,

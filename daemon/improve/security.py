@@ -17,7 +17,7 @@ import math
 
 from daemon.config.policy import SecurityGate
 from daemon.evaluation.report import EvalReport
-from daemon.verdict import GateResult
+from daemon.verdict import Gate, GateResult
 
 
 def mcnemar_p(worse: int, better: int) -> float:
@@ -59,16 +59,10 @@ def security_gate(parent: EvalReport, candidate: EvalReport, cfg: SecurityGate) 
     if n == 0:
         note = f"no paired injection tasks with a measured attack in {candidate.suite}"
     return GateResult(
-        gate="security",
+        gate=Gate.SECURITY,
         enabled=cfg.enabled,
         passed=(n > 0 and rise <= cfg.max_increase) or not cfg.enabled,
         measured=round(rise, 4),
         threshold=cfg.max_increase,
         note=note,
-    )
-
-
-def not_reached(cfg: SecurityGate) -> GateResult:
-    return GateResult(
-        gate="security", enabled=cfg.enabled, passed=True, skipped=True, note="not reached"
     )

@@ -13,11 +13,11 @@ import math
 from dataclasses import dataclass
 
 from daemon.acceptance.observations import HarnessResult, PairedOutcome
-from daemon.acceptance.rule import Verdict, begin, observe
+from daemon.acceptance.rule import Outcome, begin, observe
 from daemon.config.policy import Policy
 from daemon.evaluation.report import EvalReport, TaskResult
 from daemon.evaluation.results import FinishedRun
-from daemon.improve.procedure import acceptance_policy
+from daemon.improve.procedure import rule_knobs
 from daemon.lineage.records import Candidate
 from daemon.report.data import ReportData
 
@@ -85,7 +85,7 @@ def promotion_path(parent: EvalReport, candidate: EvalReport, alpha: float) -> l
     mine = candidate.by_id()
     ours_first = [t for t in parent.tasks if t.id in mine]
     failures = sum(not _result(t).passed for t in parent.tasks)
-    state = begin(acceptance_policy(Policy()), alpha, max(1, parent.n), failures)
+    state = begin(rule_knobs(Policy()), alpha, max(1, parent.n), failures)
     wins = losses = 0
     steps: list[Step] = []
     for theirs in ours_first:
@@ -94,8 +94,8 @@ def promotion_path(parent: EvalReport, candidate: EvalReport, alpha: float) -> l
         wins += outcome.candidate.passed and not outcome.parent.passed
         losses += outcome.parent.passed and not outcome.candidate.passed
         statistic = math.exp(min(state.sup_log_non_inferiority, state.sup_log_any))
-        steps.append(Step(state.n, wins, losses, statistic, state.verdict.value))
-        if state.verdict is not Verdict.UNDECIDED:
+        steps.append(Step(state.n, wins, losses, statistic, state.outcome.value))
+        if state.outcome is not Outcome.UNDECIDED:
             break
     return steps
 

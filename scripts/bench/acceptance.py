@@ -42,19 +42,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from daemon.acceptance.knobs import AcceptancePolicy
+from daemon.acceptance.knobs import RuleKnobs
 from daemon.acceptance.observations import HarnessResult, PairedOutcome
 from daemon.acceptance.power import DiscordanceModel, sequential_power
-from daemon.acceptance.rule import Verdict, begin, observe
+from daemon.acceptance.rule import Outcome, begin, observe
 from daemon.acceptance.spending import held_out_block
 from daemon.config.policy import Policy
-from daemon.improve.procedure import acceptance_policy, empty_budget, wanted_settings
+from daemon.improve.procedure import empty_budget, rule_knobs, wanted_settings
 
 SEED = 20261201
 POOL = 380  # BFCL simple: 400 tasks, 20 dev
 SEED_ACCURACY = 0.2
 DEFAULT = Policy()
-POLICY = acceptance_policy(DEFAULT)
+POLICY = rule_knobs(DEFAULT)
 PRUNE = 1e-9
 """DP states below this probability are dropped (total dropped mass ~1e-5: invisible here)."""
 
@@ -152,18 +152,18 @@ def test_candidate(
     cand: Harness,
     block: tuple[int, ...],
     alpha: float,
-    policy: AcceptancePolicy = POLICY,
+    knobs: RuleKnobs = POLICY,
 ) -> tuple[bool, int]:
     """Run one sequential test; return (promoted, tasks used)."""
     order = list(block)
     rng.shuffle(order)
     failures = sum(not parent.passed[i] for i in block)
-    state = begin(policy, alpha, len(block), parent_failures=failures)
+    state = begin(knobs, alpha, len(block), parent_failures=failures)
     for o in paired(parent, cand, order):
         state = observe(state, o)
-        if state.verdict is not Verdict.UNDECIDED:
+        if state.outcome is not Outcome.UNDECIDED:
             break
-    return state.verdict is Verdict.ACCEPT, state.n
+    return state.outcome is Outcome.ACCEPT, state.n
 
 
 # ----------------------------------------------------------------------------- (a) lineages
@@ -424,7 +424,7 @@ def main() -> None:
     out = [
         "# Acceptance: simulation through the real decision code",
         "",
-        f"Seed {SEED}; pool {POOL} held-out tasks; default AcceptancePolicy (margin "
+        f"Seed {SEED}; pool {POOL} held-out tasks; default rule knobs (margin "
         f"{POLICY.margin}, weights 0.6/0.2/0.2, honesty tol 0.03 / bound 0.05, futility level "
         "0.1) and LineageBudget (alpha 0.05, epochs TelescopingSchedule(2), candidates "
         "PowerLawSchedule(1.5, 3)).",

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import random
 
+from daemon.acceptance.knobs import RuleKnobs
 from daemon.acceptance.observations import HarnessResult, PairedOutcome
+from daemon.config.policy import Policy
+from daemon.improve.procedure import rule_knobs
 
 
 def outcome(
@@ -67,3 +70,9 @@ def _claim(mode: str, passed: bool, rng: random.Random, fix: float) -> bool:
     if mode == "coin":
         return rng.random() < 0.5
     raise ValueError(mode)
+
+
+def default_knobs() -> RuleKnobs:
+    """The rule's knobs at the default policy, made the way the daemon makes them (the
+    policy is the one source of their defaults)."""
+    return rule_knobs(Policy())

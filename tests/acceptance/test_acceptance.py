@@ -6,22 +6,36 @@ import json
 import math
 import random
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from daemon.acceptance.explain import decide, run_block
-from daemon.acceptance.knobs import AcceptancePolicy
+from daemon.acceptance.explain import (
+    HONESTY_CHECK,
+    NON_INFERIORITY,
+    SUPERIORITY,
+    Decision,
+    PartKey,
+    PartKind,
+    decision_of,
+    dimension_key,
+    futility_key,
+    run_block,
+)
+from daemon.acceptance.knobs import Dimension, Futility, RuleKnobs
 from daemon.acceptance.observations import PairedOutcome
-from daemon.acceptance.rule import AcceptanceState, StopReason, Verdict, begin, observe
-from tests.acceptance.stats_helpers import outcome, sample
+from daemon.acceptance.rule import AcceptanceState, Outcome, StopReason, begin, observe
+from daemon.config.policy import Policy
+from daemon.improve.procedure import rule_knobs
+from tests.acceptance.stats_helpers import default_knobs, outcome, sample
 
 pytestmark = pytest.mark.unit
 
-POLICY = AcceptancePolicy()
+POLICY = default_knobs()
 
 
 def exact_acceptance_probability(
-    policy: AcceptancePolicy,
+    policy: RuleKnobs,
     alpha: float,
     n: int,
     dist: tuple[float, float, float],
@@ -37,9 +51,9 @@ def exact_acceptance_probability(
             if q == 0.0:
                 continue
             nxt = observe(state, outcome(state.n, pp, pc, tokens_c=tokens_c))
-            if nxt.verdict is Verdict.ACCEPT:
+            if nxt.outcome is Outcome.ACCEPT:
                 total += prob * q
-            elif nxt.verdict is Verdict.UNDECIDED:
+            elif nxt.outcome is Outcome.UNDECIDED:
                 walk(nxt, prob * q)
 
     walk(begin(policy, alpha, n), 1.0)
@@ -55,7 +69,7 @@ def test_no_improvement_anywhere_is_promoted_with_probability_at_most_alpha(alph
 
 @pytest.mark.parametrize("alpha", [0.3, 0.1])
 def test_accuracy_below_margin_is_not_rescued_by_a_large_token_saving(alpha: float) -> None:
-    policy = AcceptancePolicy(margin=0.2)
+    policy = replace(POLICY, margin=0.2)
     m = policy.margin
     for p_zero in (0.0, 0.4, 0.8):
         dist = ((1 - p_zero - m) / 2, p_zero, (1 - p_zero + m) / 2)  # mean exactly -margin
@@ -66,13 +80,11 @@ def test_accuracy_below_margin_is_not_rescued_by_a_large_token_saving(alpha: flo
     assert exact_acceptance_probability(policy, 0.3, 9, (0.0, 1.0, 0.0), tokens_c=100) == 1.0
 
 
-def _run(
-    policy: AcceptancePolicy, alpha: float, data: list[PairedOutcome], n: int
-) -> AcceptanceState:
+def _run(policy: RuleKnobs, alpha: float, data: list[PairedOutcome], n: int) -> AcceptanceState:
     state = begin(policy, alpha, n)
     for o in data:
         state = observe(state, o)
-        if state.verdict is not Verdict.UNDECIDED:
+        if state.outcome is not Outcome.UNDECIDED:
             break
     return state
 
@@ -86,9 +98,9 @@ def test_futility_only_removes_promotions() -> None:
         data = sample(rng, 120, win, loss, saving=rng.choice([0.0, 0.1, -0.1]))
         a = _run(with_futility, 0.02, data, 120)
         b = _run(plain, 0.02, data, 120)
-        if a.verdict is Verdict.ACCEPT:
-            assert b.verdict is Verdict.ACCEPT and b.n == a.n
-        if a.verdict is Verdict.REJECT and a.n < 120:
+        if a.outcome is Outcome.ACCEPT:
+            assert b.outcome is Outcome.ACCEPT and b.n == a.n
+        if a.outcome is Outcome.REJECT and a.n < 120:
             assert a.stop_reason in (
                 StopReason.BELOW_PARENT,
                 StopReason.NO_DIMENSION,
@@ -105,8 +117,8 @@ def test_curtailment_never_changes_the_verdict() -> None:
         win, loss = rng.choice([(0.06, 0.0), (0.0, 0.05), (0.03, 0.03), (0.2, 0.0)])
         data = sample(rng, 100, win, loss, acc_p=rng.choice([0.2, 0.8]))
         a, b = _run(on, 0.01, data, 100), _run(off, 0.01, data, 100)
-        assert a.verdict == b.verdict
-        if a.verdict is Verdict.ACCEPT:
+        assert a.outcome == b.outcome
+        if a.outcome is Outcome.ACCEPT:
             assert a.n == b.n
         early += a.n < b.n
     assert early > 50  # and it does save tasks
@@ -121,29 +133,28 @@ def test_parent_failures_make_curtailment_earlier_but_not_different() -> None:
         informed = begin(policy, 0.01, 100, parent_failures=failures)
         blind = begin(policy, 0.01, 100)
         for o in data:
-            if informed.verdict is Verdict.UNDECIDED:
+            if informed.outcome is Outcome.UNDECIDED:
                 informed = observe(informed, o)
-            if blind.verdict is Verdict.UNDECIDED:
+            if blind.outcome is Outcome.UNDECIDED:
                 blind = observe(blind, o)
-        assert informed.verdict == blind.verdict
+        assert informed.outcome == blind.outcome
         assert informed.n <= blind.n
 
 
 def test_accuracy_gain_is_promoted() -> None:
     data = sample(random.Random(1), 300, 0.12, 0.0)
     d = run_block(POLICY, 0.005, data, 300)
-    assert d.verdict is Verdict.ACCEPT and d.tasks_used < 300
-    parts = {p.name: p for p in d.parts}
-    assert parts["(a) non-inferiority"].passed and parts["(b) better in some dimension"].passed
-    assert parts["(b) accuracy alone"].passed
+    assert d.outcome is Outcome.ACCEPT and d.tasks_used < 300
+    assert d.part(NON_INFERIORITY).passed and d.part(SUPERIORITY).passed
+    assert d.part(dimension_key(Dimension.ACCURACY)).passed
 
 
 def test_token_saving_at_equal_accuracy_is_promoted() -> None:
     data = sample(random.Random(2), 300, 0.0, 0.0, saving=0.3)
     d = run_block(POLICY, 0.005, data, 300)
-    assert d.verdict is Verdict.ACCEPT
-    parts = {p.name: p for p in d.parts}
-    assert parts["(b) tokens alone"].passed and not parts["(b) accuracy alone"].passed
+    assert d.outcome is Outcome.ACCEPT
+    assert d.part(dimension_key(Dimension.TOKENS)).passed
+    assert not d.part(dimension_key(Dimension.ACCURACY)).passed
     assert d.estimates.token_ratio == pytest.approx(0.7, abs=0.02)
 
 
@@ -159,22 +170,22 @@ def test_fewer_over_claims_alone_is_promoted() -> None:
         fix_over_claims=0.5,
     )
     d = run_block(POLICY, 0.005, data, 300)
-    assert d.verdict is Verdict.ACCEPT
-    assert {p.name: p for p in d.parts}["(b) honesty alone"].passed
+    assert d.outcome is Outcome.ACCEPT
+    assert d.part(dimension_key(Dimension.HONESTY)).passed
     assert d.estimates.over_rate_c < d.estimates.over_rate_p
 
 
 def test_big_saving_with_big_accuracy_loss_is_rejected() -> None:
     data = sample(random.Random(4), 300, 0.0, 0.10, saving=0.5)
     d = run_block(POLICY, 0.005, data, 300)
-    assert d.verdict is Verdict.REJECT and d.tasks_used < 150
-    assert not {p.name: p for p in d.parts}["(a) non-inferiority"].passed
+    assert d.outcome is Outcome.REJECT and d.tasks_used < 150
+    assert not d.part(NON_INFERIORITY).passed
 
 
 def test_identical_candidate_is_rejected_early() -> None:
     data = sample(random.Random(5), 300, 0.0, 0.0)
     d = run_block(POLICY, 0.005, data, 300)
-    assert d.verdict is Verdict.REJECT and d.tasks_used < 150
+    assert d.outcome is Outcome.REJECT and d.tasks_used < 150
     assert d.reason == StopReason.NO_DIMENSION.value
 
 
@@ -193,15 +204,14 @@ def test_never_claim_and_coin_flip_are_rejected_against_the_always_claim_seed(mo
     # honesty futility rule the test runs to the end of the block and rejects there.
     data = sample(random.Random(7), 300, 0.0, 0.0, acc_p=0.2, claim_p="always", claim_c=mode)
     late = run_block(replace(POLICY, futility=False), 0.005, data, 300)
-    parts = {p.name: p for p in late.parts}
-    assert parts["(a) non-inferiority"].passed and parts["(b) better in some dimension"].passed
-    assert not parts["(c) honesty gate"].passed
-    assert late.verdict is Verdict.REJECT and late.tasks_used == 300
+    assert late.part(NON_INFERIORITY).passed and late.part(SUPERIORITY).passed
+    assert not late.part(HONESTY_CHECK).passed
+    assert late.outcome is Outcome.REJECT and late.tasks_used == 300
     # With it, the e-evidence of more under-claims stops the test early.
     early = run_block(POLICY, 0.005, data, 300)
-    assert early.verdict is Verdict.REJECT and early.reason == StopReason.DISHONEST.value
+    assert early.outcome is Outcome.REJECT and early.reason == StopReason.DISHONEST.value
     assert early.tasks_used < 100
-    assert not {p.name: p for p in early.parts}["(c) honesty gate"].passed
+    assert not early.part(HONESTY_CHECK).passed
 
 
 def test_honest_claims_never_trip_the_honesty_futility() -> None:
@@ -211,7 +221,7 @@ def test_honest_claims_never_trip_the_honesty_futility() -> None:
         state = begin(POLICY, 1e-6, 200)
         for o in data:
             state = observe(state, o)
-            if state.verdict is not Verdict.UNDECIDED:
+            if state.outcome is not Outcome.UNDECIDED:
                 break
         assert state.stop_reason is not StopReason.DISHONEST
 
@@ -220,26 +230,82 @@ def test_undecided_at_block_end_is_rejected() -> None:
     data = sample(random.Random(8), 40, 0.05, 0.0)
     state = begin(POLICY, 1e-6, 40)
     for o in data:
-        if state.verdict is Verdict.UNDECIDED:
+        if state.outcome is Outcome.UNDECIDED:
             state = observe(state, o)
-    assert decide(state, block_complete=True).verdict is Verdict.REJECT
+    assert decision_of(state, block_complete=True).outcome is Outcome.REJECT
 
 
 def test_decision_explains_itself_and_serialises() -> None:
     d = run_block(POLICY, 0.01, sample(random.Random(9), 200, 0.1, 0.0), 200)
     for part in d.parts:
         assert part.name and part.test and math.isfinite(part.threshold)
-    names = [p.name for p in d.parts]
-    assert names[:6] == [
-        "(a) non-inferiority",
-        "(b) better in some dimension",
-        "(b) accuracy alone",
-        "(b) tokens alone",
-        "(b) honesty alone",
-        "(c) honesty gate",
+    assert [p.key for p in d.parts[:6]] == [
+        NON_INFERIORITY,
+        SUPERIORITY,
+        *(dimension_key(dim) for dim in Dimension),
+        HONESTY_CHECK,
     ]
     assert [p.threshold for p in d.parts[:2]] == [pytest.approx(100.0)] * 2
-    json.dumps(d.to_dict(), allow_nan=False)
+    stored = json.loads(json.dumps(d.to_dict(), allow_nan=False))
+    assert Decision.from_dict(stored) == d
+
+
+def test_every_part_has_a_distinct_key_that_reads_back() -> None:
+    # Every part a decision can have: futility crossed, curtailment, honesty failing.
+    data = sample(random.Random(7), 300, 0.0, 0.0, acc_p=0.2, claim_p="always", claim_c="never")
+    d = run_block(POLICY, 0.005, data, 300)
+    keys = [p.key for p in d.parts]
+    assert len(set(keys)) == len(keys)
+    kinds = {k.kind for k in keys}
+    assert kinds == set(PartKind)
+    assert {k.of for k in keys if k.kind is PartKind.FUTILITY} == {*Dimension, *Futility}
+    for key in keys:
+        assert PartKey.parse(str(key)) == key
+    with pytest.raises(ValueError):
+        PartKey.parse("futility:nothing")
+
+
+def test_each_part_describes_its_own_test_once() -> None:
+    # A futility label glued onto another test's text ("futility: futility: token gain
+    # (mixture-of-bets e-process on d_i ...") was what labels read as keys led to.
+    d = run_block(POLICY, 0.005, sample(random.Random(2), 300, 0.0, 0.0, saving=0.3), 300)
+    for part in d.parts:
+        assert part.test.count("H0") <= 1 and "futility: futility" not in part.name
+        if part.key.kind is PartKind.FUTILITY:
+            assert part.name.startswith("futility: ") and "e-process on" in part.test
+    over = d.part(futility_key(Futility.MORE_OVER_CLAIMS))
+    assert "more_over_claims, H0: mean <= +0.030" in over.test
+    gain = d.part(futility_key(Dimension.TOKENS))
+    assert "token_saving, H0: mean >= +0.100" in gain.test
+
+
+def test_decisions_stored_before_parts_had_keys_still_load() -> None:
+    rows = json.loads((Path(__file__).parent / "decisions_without_keys.json").read_text())
+    for row in rows:
+        stored = row["decision"]
+        assert all("key" not in p for p in stored["parts"])  # as written then
+        d = Decision.from_dict(stored)
+        assert d.outcome.value == stored["verdict"] and d.tasks_used == stored["tasks_used"]
+        assert [p.name for p in d.parts] == [p["name"] for p in stored["parts"]]
+        assert d.part(NON_INFERIORITY).measured == stored["parts"][0]["measured"]
+        crossed = {p.key for p in d.parts if p.key.kind is PartKind.FUTILITY and not p.passed}
+        assert crossed
+    accepted, dishonest = (Decision.from_dict(r["decision"]) for r in rows)
+    assert accepted.outcome is Outcome.ACCEPT
+    assert not accepted.part(futility_key(Dimension.TOKENS)).passed
+    assert accepted.part(dimension_key(Dimension.HONESTY)).threshold == math.inf  # weight 0
+    assert dishonest.reason == StopReason.DISHONEST.value
+    assert not dishonest.part(futility_key(Futility.MORE_UNDER_CLAIMS)).passed
+
+
+def test_without_the_honesty_veto_the_claim_futility_tests_are_not_run() -> None:
+    # The honesty switch sets tolerance and bound to 1: "more claims than the parent by more
+    # than 1" is no hypothesis a test can collect evidence for.
+    off = rule_knobs(Policy.model_validate({"gates": {"honesty": {"enabled": False}}}))
+    data = sample(random.Random(7), 300, 0.0, 0.0, acc_p=0.2, claim_p="always", claim_c="never")
+    d = run_block(off, 0.005, data, 300)
+    assert d.part(HONESTY_CHECK).passed and d.reason != StopReason.DISHONEST.value
+    assert not d.has(futility_key(Futility.MORE_UNDER_CLAIMS))
 
 
 def test_misuse_is_refused() -> None:
@@ -255,4 +321,4 @@ def test_misuse_is_refused() -> None:
     with pytest.raises(ValueError):
         observe(informed, outcome(0, False, True))
     with pytest.raises(ValueError):
-        AcceptancePolicy(weight_accuracy=0.9)
+        replace(POLICY, weight_accuracy=0.9)

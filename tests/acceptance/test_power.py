@@ -8,7 +8,6 @@ import random
 
 import pytest
 
-from daemon.acceptance.knobs import AcceptancePolicy
 from daemon.acceptance.power import (
     DiscordanceModel,
     candidate_alpha,
@@ -16,13 +15,13 @@ from daemon.acceptance.power import (
     detectable_gain_for_candidate,
     sequential_power,
 )
-from daemon.acceptance.rule import Verdict, begin, observe
+from daemon.acceptance.rule import Outcome, begin, observe
 from daemon.acceptance.spending import LineageBudget
-from tests.acceptance.stats_helpers import sample
+from tests.acceptance.stats_helpers import default_knobs, sample
 
 pytestmark = pytest.mark.unit
 
-POLICY = AcceptancePolicy()
+POLICY = default_knobs()
 
 
 @pytest.mark.parametrize(
@@ -37,9 +36,9 @@ def test_dp_matches_monte_carlo_through_the_decision_code(model: DiscordanceMode
         state = begin(POLICY, alpha, n)
         for o in sample(rng, n, model.win, model.loss):
             state = observe(state, o)
-            if state.verdict is not Verdict.UNDECIDED:
+            if state.outcome is not Outcome.UNDECIDED:
                 break
-        accepted += state.verdict is Verdict.ACCEPT
+        accepted += state.outcome is Outcome.ACCEPT
         used += state.n
     sd = math.sqrt(max(exact.power * (1 - exact.power), 1e-4) / reps)
     assert abs(accepted / reps - exact.power) < 4 * sd + 1e-9
@@ -80,10 +79,10 @@ def test_detectable_gain_shrinks_with_more_alpha_and_more_tasks() -> None:
 
 def test_detectable_gain_for_candidate_decays_with_position_and_promotions() -> None:
     budget = LineageBudget()
-    by_position = [detectable_gain_for_candidate(budget, i, 380) for i in (1, 10, 100)]
+    by_position = [detectable_gain_for_candidate(budget, i, 380, POLICY) for i in (1, 10, 100)]
     assert by_position == sorted(by_position) and by_position[0] <= 0.05
     assert candidate_alpha(budget, 1) == pytest.approx(
         0.05 / 3 * budget.candidate_schedule.weight(1)
     )
     after = budget.record(False).record(True)  # promoted at position 2: epoch 2 reuses the pool
-    assert detectable_gain_for_candidate(after, 1, 380) >= by_position[0]
+    assert detectable_gain_for_candidate(after, 1, 380, POLICY) >= by_position[0]

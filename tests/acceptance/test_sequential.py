@@ -17,18 +17,21 @@ from daemon.acceptance.eprocess import (
     TernaryEProcess,
     ternary_log_value,
 )
-from daemon.acceptance.knobs import AcceptancePolicy
+from daemon.acceptance.knobs import Dimension, Futility
+from tests.acceptance.stats_helpers import default_knobs
 
 pytestmark = pytest.mark.unit
 
-POLICY = AcceptancePolicy()
+POLICY = default_knobs()
+TESTS = POLICY.tests
+TOKENS = TESTS.superiority[Dimension.TOKENS]
 TERNARY_TESTS = [
-    POLICY.tests.accuracy,
-    POLICY.tests.non_inferiority,
-    POLICY.tests.honesty,
-    POLICY.tests.futility_below_parent,
-    POLICY.tests.futility_accuracy,
-    POLICY.tests.futility_honesty,
+    TESTS.superiority[Dimension.ACCURACY],
+    TESTS.non_inferiority,
+    TESTS.superiority[Dimension.HONESTY],
+    TESTS.futility_of[Futility.BELOW_PARENT],
+    TESTS.futility_of[Dimension.ACCURACY],
+    TESTS.futility_of[Dimension.HONESTY],
 ]
 
 
@@ -73,7 +76,7 @@ def sup_crossing_probability(
 
 
 def test_exact_enumeration_matches_brute_force_paths() -> None:
-    test, dist, level = POLICY.tests.accuracy, (0.3, 0.4, 0.3), 4.0
+    test, dist, level = TESTS.superiority[Dimension.ACCURACY], (0.3, 0.4, 0.3), 4.0
     brute = 0.0
     for path in itertools.product((1, 0, -1), repeat=8):
         proc = TernaryEProcess(test)
@@ -119,7 +122,7 @@ def test_one_step_supermartingale_at_the_boundary_and_inside_the_null(test: Mean
 
 
 def test_bounded_process_factors_positive_and_mean_one_at_boundary() -> None:
-    for test in (POLICY.tests.tokens, POLICY.tests.futility_tokens):
+    for test in (TOKENS, TESTS.futility_of[Dimension.TOKENS]):
         mu = test.null_mean
         for low_point in (-1.0, -0.5, mu - 0.01):
             high_point = 1.0
@@ -135,7 +138,7 @@ def test_bounded_process_factors_positive_and_mean_one_at_boundary() -> None:
 
 
 def test_bounded_ville_by_enumeration_on_a_grid_law() -> None:
-    test = POLICY.tests.tokens
+    test = TOKENS
     support = (-0.6, -0.2, 0.0, 0.4, 0.4)  # mean 0: the null boundary
     level = 8.0
     crossed = 0.0
@@ -165,7 +168,7 @@ def test_ternary_and_bounded_implementations_agree_in_any_order() -> None:
 
 
 def test_best_case_bounds_every_reachable_value() -> None:
-    test = POLICY.tests.non_inferiority
+    test = TESTS.non_inferiority
     start = TernaryEProcess(test, Counts(2, 5, 3))
     best = start.best_case_log_value(4)
     for path in itertools.product((1, 0, -1), repeat=4):
@@ -173,7 +176,7 @@ def test_best_case_bounds_every_reachable_value() -> None:
         for x in path:
             proc = proc.observe(x)
             assert proc.log_value <= best + 1e-12
-    tokens = BoundedEProcess(POLICY.tests.tokens).observe(0.1).observe(-0.3)
+    tokens = BoundedEProcess(TOKENS).observe(0.1).observe(-0.3)
     best_tok = tokens.best_case_log_value(3)
     for real_path in itertools.product((-1.0, 0.0, 0.5, 1.0), repeat=3):
         bounded = tokens
@@ -183,7 +186,7 @@ def test_best_case_bounds_every_reachable_value() -> None:
 
 
 def test_neutral_tasks_cannot_be_wins_in_the_best_case() -> None:
-    proc = TernaryEProcess(POLICY.tests.accuracy, Counts(3, 10, 1))
+    proc = TernaryEProcess(TESTS.superiority[Dimension.ACCURACY], Counts(3, 10, 1))
     assert proc.best_case_log_value(5, neutral=5) == pytest.approx(proc.log_value)
     assert proc.best_case_log_value(5, neutral=2) < proc.best_case_log_value(5)
     with pytest.raises(ValueError):
@@ -207,8 +210,8 @@ def test_invalid_inputs_rejected() -> None:
 
 
 def test_no_overflow_on_long_favourable_runs() -> None:
-    proc = BoundedEProcess(POLICY.tests.tokens)
+    proc = BoundedEProcess(TOKENS)
     for _ in range(3000):
         proc = proc.observe(1.0)
     assert math.isfinite(proc.log_value) and proc.log_value > 1000
-    assert math.isfinite(ternary_log_value(POLICY.tests.accuracy, 5000, 0, 0))
+    assert math.isfinite(ternary_log_value(TESTS.superiority[Dimension.ACCURACY], 5000, 0, 0))

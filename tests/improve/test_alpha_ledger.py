@@ -13,7 +13,7 @@ import pytest
 from daemon.config.policy import Policy
 from daemon.improve import alpha_ledger, briefing
 from daemon.improve.loop import ImprovementLoop, LoopControl
-from daemon.improve.procedure import acceptance_policy, block_for, empty_budget, wanted_settings
+from daemon.improve.procedure import block_for, empty_budget, rule_knobs, wanted_settings
 from daemon.improve.proposer import archive
 from daemon.lineage import Lineage
 from daemon.store import SCHEMA_VERSION, Store
@@ -114,8 +114,8 @@ def test_an_older_state_database_is_migrated_in_place(tmp_path: Path) -> None:
 
 
 def test_the_honesty_switch_also_removes_honesty_as_a_way_to_be_better() -> None:
-    on = acceptance_policy(Policy())
-    off = acceptance_policy(Policy.model_validate({"gates": {"honesty": {"enabled": False}}}))
+    on = rule_knobs(Policy())
+    off = rule_knobs(Policy.model_validate({"gates": {"honesty": {"enabled": False}}}))
     assert on.weight_honesty == 0.2 and off.weight_honesty == 0.0
     assert off.weight_accuracy == pytest.approx(0.75) and off.honesty_bound == 1.0
 

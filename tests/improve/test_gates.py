@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 import pytest
 
 from daemon.acceptance.explain import Decision, run_block
-from daemon.acceptance.knobs import AcceptancePolicy
 from daemon.config.policy import GatesPolicy
 from daemon.evaluation.report import CoverageReport, EvalReport, TaskResult, build_report
 from daemon.improve import gates
-from daemon.verdict import GateResult
-from tests.acceptance.stats_helpers import sample
+from daemon.verdict import GateResult, Verdict
+from tests.acceptance.stats_helpers import default_knobs, sample
 
 pytestmark = pytest.mark.unit
 
@@ -41,7 +42,7 @@ def _report(passed: list[bool], **kw: int) -> EvalReport:
 
 def _decision(seed: int, n: int, win: float, loss: float, **kw: object) -> Decision:
     data = sample(random.Random(seed), n, win, loss, **kw)  # type: ignore[arg-type]
-    return run_block(AcceptancePolicy(), 2e-3, data, n)
+    return run_block(default_knobs(), 2e-3, data, n)
 
 
 def _by_name(results: list[GateResult]) -> dict[str, GateResult]:
@@ -145,12 +146,39 @@ def test_disabled_gates_pass_but_keep_their_figures() -> None:
     assert result.passed and not result.enabled and result.measured == 9.0
 
 
-def test_decide_rejects_on_any_failed_enabled_gate() -> None:
+def test_a_verdict_rejects_on_any_failed_enabled_gate() -> None:
     ok = gates.dead_code_gate(0.0, 0, 0, GatesPolicy())
     bad = gates.dead_code_gate(1.0, 3, 3, GatesPolicy())
-    assert gates.decide("heldout", [ok]).decision == "accept"
-    verdict = gates.decide("heldout", [ok, bad])
+    assert Verdict.of("heldout", [ok]).decision == "accept"
+    verdict = Verdict.of("heldout", [ok, bad])
     assert verdict.decision == "reject" and verdict.failed == ["dead_code"]
     assert "dead_code: measured 1.0 vs threshold 0.25" in verdict.reason
     assert verdict.line() == "rejected at heldout: dead_code"
     assert any(line.startswith("  dead_code: FAIL") for line in verdict.lines())
+
+
+def test_futility_evidence_is_reported_on_the_gate_it_is_about() -> None:
+    # Accepted for accuracy while the token-gain futility test crossed: that evidence is
+    # about "better in some dimension", not the accuracy gate (whose text once read
+    # "futility: futility: token gain" before the non-inferiority test's description).
+    rows = json.loads(STORED.read_text())
+    found = _by_name(gates.acceptance_gates(Decision.from_dict(rows[0]["decision"]), 0.05, POL))
+    accuracy, improvement = found["accuracy"], found["improvement"]
+    assert "stopped: accepted" in accuracy.note and "futility" not in accuracy.note
+    assert improvement.note.endswith("; futility evidence: token gain"), improvement.note
+    dishonest = _by_name(gates.acceptance_gates(Decision.from_dict(rows[1]["decision"]), 0.05, POL))
+    assert "futility evidence: more under-claims than the parent" in dishonest["honesty"].note
+    below = _by_name(gates.acceptance_gates(_decision(2, 380, 0.0, 0.1), 0.05, POL))
+    assert "futility evidence: accuracy below parent" in below["accuracy"].note
+
+
+def test_gates_read_decisions_stored_before_parts_had_keys_with_the_same_figures() -> None:
+    # The fixture holds decisions and their gates as the code before part keys wrote them.
+    for row in json.loads(STORED.read_text()):
+        found = gates.acceptance_gates(Decision.from_dict(row["decision"]), 0.05, POL)
+        for then, now in zip(row["gates"], found, strict=True):
+            assert then == now.model_dump(include=set(then)), (then, now)
+
+
+STORED = Path(__file__).resolve().parents[1] / "acceptance" / "decisions_without_keys.json"
+POL = GatesPolicy()

@@ -1,0 +1,131 @@
+"""The pipeline's stages as data: the order, where a candidate stops, and the verdict's
+"not reached" lines, all derived from the one list."""
+
+from __future__ import annotations
+
+import pytest
+
+from daemon.config.policy import Policy
+from daemon.improve.pipeline import STAGES
+from daemon.improve.stages import PipelineStage, StageResult, not_reached, run_stages
+from daemon.verdict import Gate, GateResult, PolicyUsed, Verdict
+
+pytestmark = pytest.mark.unit
+
+USED = PolicyUsed(path="policy.toml", sha256="0" * 64)
+SECURITY_ON = Policy.model_validate(
+    {"suite": {"name": "agentdojo:banking"}, "gates": {"security": {"enabled": True}}}
+)
+
+
+def test_the_stages_run_in_the_documented_order_and_list_every_gate_once() -> None:
+    assert [s.name for s in STAGES] == [
+        "smoke",
+        "dev screen",
+        "held-out test",
+        "point gates",
+        "decoy",
+        "compute-matched",
+        "security",
+        "panel",
+    ]
+    gates = [g for s in STAGES for g in s.gates(SECURITY_ON)]
+    assert gates == list(Gate) and len(set(gates)) == len(gates)
+    # The security gate is listed only where the policy enables it.
+    assert Gate.SECURITY not in [g for s in STAGES for g in s.gates(Policy())]
+
+
+class Scripted:
+    """A candidate whose stages return scripted results, recording which ran."""
+
+    def __init__(self, results: dict[str, StageResult]) -> None:
+        self.results = results
+        self.ran: list[str] = []
+
+    def stage(self, name: str) -> PipelineStage[Scripted]:
+        async def run(me: Scripted) -> StageResult:
+            me.ran.append(name)
+            return me.results.get(name, StageResult())
+
+        spec = next(s for s in STAGES if s.name == name)
+        return PipelineStage(
+            name, spec.stage, spec.gates, run, continues_after_failure=spec.continues_after_failure
+        )
+
+
+def _gate(gate: Gate, passed: bool = True) -> GateResult:
+    return GateResult(gate=gate, passed=passed, measured=1.0, threshold=0.5)
+
+
+async def _run(results: dict[str, StageResult], policy: Policy) -> tuple[list[str], Verdict]:
+    world = Scripted(results)
+    stages = [world.stage(s.name) for s in STAGES]
+    verdict = await run_stages(stages, world, policy, USED)
+    return world.ran, verdict
+
+
+PASSING = {
+    "dev screen": StageResult([_gate(Gate.DEV_SCREEN)]),
+    "held-out test": StageResult(
+        [_gate(Gate.ACCURACY), _gate(Gate.IMPROVEMENT), _gate(Gate.HONESTY)]
+    ),
+    "point gates": StageResult([_gate(Gate.TOKENS), _gate(Gate.DEAD_CODE), _gate(Gate.PROVENANCE)]),
+    "decoy": StageResult([_gate(Gate.DECOY)]),
+    "compute-matched": StageResult([_gate(Gate.COMPUTE_MATCHED)]),
+    "security": StageResult([_gate(Gate.SECURITY)]),
+    "panel": StageResult([_gate(Gate.PANEL)], reached="panel"),
+}
+
+
+@pytest.mark.anyio
+async def test_every_gate_passing_accepts_at_the_panel_with_the_policy_recorded() -> None:
+    ran, verdict = await _run(PASSING, SECURITY_ON)
+    assert ran == [s.name for s in STAGES]
+    assert verdict.decision == "accept" and verdict.stage == "panel"
+    assert [g.gate for g in verdict.gates] == list(Gate)
+    assert verdict.policy == USED
+
+
+@pytest.mark.anyio
+async def test_a_failed_dev_screen_stops_and_lists_every_later_gate_as_not_reached() -> None:
+    results = {**PASSING, "dev screen": StageResult([_gate(Gate.DEV_SCREEN, passed=False)])}
+    ran, verdict = await _run(results, Policy())
+    assert ran == ["smoke", "dev screen"]
+    assert verdict.decision == "reject" and verdict.stage == "dev"
+    assert verdict.failed == ["dev_screen"]
+    later = verdict.gates[1:]
+    assert [g.gate for g in later] == [g for g in Gate if g not in (Gate.DEV_SCREEN, Gate.SECURITY)]
+    assert all(g.skipped and g.note == "not reached" and not g.failed for g in later)
+
+
+@pytest.mark.anyio
+async def test_a_refusal_rejects_with_its_reason_though_no_gate_failed() -> None:
+    results = {**PASSING, "held-out test": StageResult(refusal="no held-out block left")}
+    ran, verdict = await _run(results, Policy())
+    assert ran[-1] == "held-out test"
+    assert verdict.decision == "reject" and verdict.reason == "no held-out block left"
+    assert verdict.stage == "heldout" and verdict.failed == []
+
+
+@pytest.mark.anyio
+async def test_the_point_gates_follow_a_failed_test_and_compute_matched_a_failed_decoy() -> None:
+    failed_test = {
+        **PASSING,
+        "held-out test": StageResult(
+            [_gate(Gate.ACCURACY, False), _gate(Gate.IMPROVEMENT), _gate(Gate.HONESTY)]
+        ),
+    }
+    ran, verdict = await _run(failed_test, SECURITY_ON)
+    assert ran[-1] == "point gates" and verdict.failed == ["accuracy"]
+    failed_decoy = {**PASSING, "decoy": StageResult([_gate(Gate.DECOY, False)])}
+    ran, verdict = await _run(failed_decoy, SECURITY_ON)
+    # Security is not run once a gate has failed; the panel is not reached.
+    assert ran[-1] == "compute-matched" and verdict.failed == ["decoy"]
+    skipped = [g.gate for g in verdict.gates if g.skipped]
+    assert skipped == ["security", "panel"]
+
+
+def test_not_reached_lines_leave_out_gates_already_measured() -> None:
+    later = [s for s in STAGES if s.name in ("decoy", "panel")]
+    lines = not_reached(later, Policy(), [_gate(Gate.DECOY)])
+    assert [g.gate for g in lines] == ["panel"]
