@@ -44,11 +44,13 @@ _FUTILITY_GATE: dict[Futility, Gate] = {
 
 
 def _futility_label(key: FutilityKey) -> str:
-    return key.rule.futility_label if isinstance(key, Dimension) else key.rule.label
+    if isinstance(key, Dimension):
+        return f"{key.rule.futility_label} below its protected size"
+    return key.rule.label
 
 
 def _futility_evidence(decision: Decision, gate: Gate) -> str:
-    """ "; futility evidence: ..." for the crossed futility tests about ``gate``, or ""."""
+    """The note's clause naming the crossed futility tests about ``gate`` ("" if none)."""
     found = []
     for part in decision.of_kind(PartKind.FUTILITY):
         key = part.key.of

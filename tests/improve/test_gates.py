@@ -165,7 +165,9 @@ def test_futility_evidence_is_reported_on_the_gate_it_is_about() -> None:
     found = _by_name(gates.acceptance_gates(Decision.from_dict(rows[0]["decision"]), 0.05, POL))
     accuracy, improvement = found["accuracy"], found["improvement"]
     assert "stopped: accepted" in accuracy.note and "futility" not in accuracy.note
-    assert improvement.note.endswith("; futility evidence: token gain"), improvement.note
+    assert improvement.note.endswith("; futility evidence: token gain below its protected size"), (
+        improvement.note
+    )
     dishonest = _by_name(gates.acceptance_gates(Decision.from_dict(rows[1]["decision"]), 0.05, POL))
     assert "futility evidence: more under-claims than the parent" in dishonest["honesty"].note
     below = _by_name(gates.acceptance_gates(_decision(2, 380, 0.0, 0.1), 0.05, POL))
