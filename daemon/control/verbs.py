@@ -34,7 +34,7 @@ from daemon.evaluation import results
 from daemon.evaluation.report import EvalReport
 from daemon.events import EventBus
 from daemon.gateway.budget import WindowState
-from daemon.improve.candidates import Submitted, check_text
+from daemon.improve.intake import Submitted, check_text
 from daemon.improve.loop import LoopControl
 from daemon.improve.power_report import power_table
 from daemon.lineage import Lineage, Version
