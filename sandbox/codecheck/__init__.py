@@ -15,7 +15,7 @@ Results cross only as frames of ``codec``: fresh objects of exact builtin types,
 object that lies about equality, truth or its type never reaches the checker.
 
 ``spec`` holds the host's request and result types, ``checkdir`` the per-check directory,
-``host`` runs one check. ``codec`` (the wire format), ``wire`` (paths, uids, messages),
+``host`` runs one check. ``codec`` (the wire format), ``boundary`` (paths, uids, messages),
 ``proxy`` and ``trusted`` (the trusted side) and ``candidate`` are standard library only
 and are copied into the check directory, each side getting only its own modules.
 
