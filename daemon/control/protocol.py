@@ -48,8 +48,13 @@ class ErrorCode(StrEnum):
     INVALID_POLICY = "invalid_policy"
     INVALID_PATCH = "invalid_patch"
     FORBIDDEN = "forbidden"  # peer uid differs from the daemon's
-    UNAVAILABLE = "unavailable"  # a dependency (engine, model) is down
-    INTERNAL = "internal"  # a bug: details are in the daemon's log
+    UNAVAILABLE = "unavailable"  # a dependency (engine, model, cluster) is down
+    SETUP = "setup"  # the machine lacks something: engine, image, model, data, an extra
+    BUDGET = "budget"  # a token budget refused the work
+    PROVIDER = "provider"  # a model provider failed in a way its retries did not fix
+    ENVIRONMENT = "environment"  # a task's tool environment could not be started or restored
+    FAILED = "failed"  # any other deliberate error: its message says what to do
+    INTERNAL = "internal"  # a bug (not a deliberate error): details are in the daemon's log
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """The control verbs: what ``harnessctl`` can ask of a running daemon.
 
 Each ``verb_<name>`` checks its arguments, does its work off the event loop where it touches
-disk or git, and returns plain JSON-able data. User mistakes become ``ControlError`` with a
-code from the closed set; anything else is a bug and becomes ``internal``.
+disk or git, and returns plain JSON-able data. Mistakes in the arguments are
+``ControlError`` with a code from the closed set; every other ``HarnessdError`` a verb raises
+gets its code from :mod:`daemon.control.error_codes` (in the server); anything else is a bug
+and becomes ``internal``.
 
 The verbs are given exactly the parts of the daemon they use (:class:`VerbDeps`), never the
 daemon itself, so this module depends on components and nothing depends back on it.
@@ -21,15 +23,7 @@ import anyio
 from daemon.config.policy import parse_policy
 from daemon.config.reload import PolicyHolder
 from daemon.control.protocol import ControlError, ErrorCode
-from daemon.errors import (
-    BadRequest,
-    ConfigError,
-    LineageError,
-    NotAccepting,
-    SandboxError,
-    Unavailable,
-    UnknownRef,
-)
+from daemon.errors import ConfigError
 from daemon.evaluation import results
 from daemon.evaluation.report import EvalReport
 from daemon.events import EventBus
@@ -42,7 +36,6 @@ from daemon.live import labels
 from daemon.live.harness import LiveHarness
 from daemon.patches import AppliedPatch
 from daemon.store import Store
-from daemon.suites.base import UnknownTask
 
 TEXT_LIMIT = 20_000
 
@@ -104,19 +97,6 @@ def _score(r: EvalReport) -> dict[str, Any]:
     }
 
 
-# Domain errors a verb may raise, and the closed code each becomes on the wire.
-_CODES: tuple[tuple[type[Exception], ErrorCode], ...] = (
-    (UnknownRef, ErrorCode.NOT_FOUND),
-    (UnknownTask, ErrorCode.NOT_FOUND),
-    (LineageError, ErrorCode.CONFLICT),
-    (NotAccepting, ErrorCode.CONFLICT),
-    (BadRequest, ErrorCode.BAD_ARGS),
-    (ConfigError, ErrorCode.BAD_ARGS),
-    (Unavailable, ErrorCode.UNAVAILABLE),
-    (SandboxError, ErrorCode.UNAVAILABLE),
-)
-
-
 class ControlApi:
     def __init__(self, deps: VerbDeps) -> None:
         self.d = deps
@@ -128,15 +108,7 @@ class ControlApi:
         method = getattr(self, f"verb_{verb}", None)
         if method is None:
             raise ControlError(ErrorCode.UNKNOWN_VERB, f"'{verb}' is not served by this daemon")
-        try:
-            return await method(args)
-        except ControlError:
-            raise
-        except Exception as exc:
-            for kind, code in _CODES:
-                if isinstance(exc, kind):
-                    raise ControlError(code, str(exc)) from None
-            raise
+        return await method(args)
 
     # ---- status and events ---------------------------------------------------------------
 
