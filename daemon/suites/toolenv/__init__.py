@@ -12,7 +12,9 @@ bigint operation), some changes process globals (``mpmath.mp.dps``, the decimal 
 state can grow without bound, and AgentDojo's package pulls in vendor SDKs if imported
 naively. So the daemon imports only ``bfcl_data`` and ``worker_protocol``
 from here, and the worker (started by :mod:`daemon.suites.envworker`) loads this folder as
-a package of its own name (``harnessd_toolenv``), without ``daemon``: it may import only the
-standard library, its own modules (relative imports only) and the pinned packages the
-suites need.
+a package of its own name (``harnessd_toolenv``), without ``daemon``.
+
+May import: the standard library, its own modules (relative imports only) and the pinned
+packages the suites need (the ``toolenv`` extra: mpmath, PyYAML, docstring-parser,
+deepdiff, email-validator, and pydantic); never ``daemon`` or ``sandbox``.
 """
