@@ -12,7 +12,8 @@ or "not promoted".
 May import: only ``patches``, ``providers.base``, the report types (``evaluation.report``,
 ``evaluation.coverage``), ``tasks`` and ``errors`` (and what those import), and never a
 module that can reach held-out data: the store, the evaluations table, the lineage, the
-alpha ledger, the held-out stage, the runtime and its splits, the acceptance core. Everything it knows arrives as arguments built by
-:mod:`daemon.improve.briefing` (the information rule's one implementation) and the loop.
-``tests/test_layout.py`` checks the whole import closure.
+alpha ledger, the held-out stage, the runtime and its splits, the acceptance core.
+Everything it knows arrives as arguments built by :mod:`daemon.improve.briefing` (the
+information rule's one implementation) and the loop. ``tests/test_layout.py`` checks the
+whole import closure.
 """
