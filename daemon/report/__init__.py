@@ -8,9 +8,9 @@ control verb.
 
 Read-only: it never writes a table.
 
-May import: store, errors, config (the policy's defaults), the tables' owners (evaluation
-results and reports, gateway ledger, lineage, events), the acceptance core and improve's
-procedure (the sequential test's path), verdict. Never control or live.
+May import: store, errors, config (the policy's defaults, the ``report`` extra), the tables'
+owners (evaluation results and reports, gateway ledger, lineage, events), the acceptance
+core and improve's procedure (the sequential test's path), verdict. Never control or live.
 """
 
 from daemon.report.summary import ReportSummary, candidate_arg, summary_line

@@ -23,8 +23,9 @@ Owns: what every suite offers (``base``), BFCL's single-call suites and checker 
 from a second suite (``mixed``), the dev / held-out splits (``splits``) and hidden code
 checks through the sandbox (``codecheck``).
 
-May import: config (policy, pinned assets), providers.base (messages), tasks, errors, and
-``sandbox`` (the code-check boundary that judges code a harness wrote).
+May import: config (policy, pinned assets, the ``toolenv`` extra), providers.base
+(messages), tasks, errors, and ``sandbox`` (the code-check boundary that judges code a
+harness wrote).
 """
 
 from __future__ import annotations
