@@ -32,7 +32,7 @@ from daemon.improve.intake import Submitted, check_text
 from daemon.improve.loop import LoopControl
 from daemon.improve.power_report import power_table
 from daemon.lineage import Lineage, Version
-from daemon.live import labels
+from daemon.live import private_suites
 from daemon.live.harness import LiveHarness
 from daemon.patches import AppliedPatch
 from daemon.store import Store
@@ -59,7 +59,7 @@ class VerbDeps:
     calls: Callable[[], dict[str, dict[str, int]]]
     windows: Callable[[], WindowState]
     work_dir: Path
-    suites_dir: Path  # the labelled suites (daemon.live.labels)
+    suites_dir: Path  # the labelled suites (daemon.live.private_suites)
     basics: Callable[[], dict[str, Any]]
     stop: anyio.Event
 
@@ -174,7 +174,7 @@ class ControlApi:
         if "expected" not in args:
             raise ControlError(ErrorCode.BAD_ARGS, "argument 'expected' is missing")
         result = await anyio.to_thread.run_sync(
-            lambda: labels.label(
+            lambda: private_suites.label(
                 self.d.store,
                 self.d.suites_dir,
                 request_id=_arg(args, "request", int),
@@ -193,7 +193,7 @@ class ControlApi:
 
     async def verb_suite_export(self, args: dict[str, Any]) -> Any:
         name = _arg(args, "suite", str)
-        return await anyio.to_thread.run_sync(labels.export, self.d.suites_dir, name)
+        return await anyio.to_thread.run_sync(private_suites.export, self.d.suites_dir, name)
 
     # ---- lineage -------------------------------------------------------------------------
 
