@@ -71,3 +71,11 @@ def test_the_readme_lists_every_verb_and_no_other() -> None:
     firsts = {v.command[0] for v in VERBS.values()}
     unknown = [s for s in spelled if s.split()[0] not in firsts]
     assert not unknown, f"README.md lists harnessctl commands that do not exist: {unknown}"
+
+
+def test_the_daemon_serves_every_verb_of_the_table() -> None:
+    from daemon.control.verbs import ControlApi
+
+    served = {n.removeprefix("verb_") for n in dir(ControlApi) if n.startswith("verb_")}
+    # ``watch`` is the server's own (a stream, not a reply).
+    assert served | {"watch"} == set(VERBS)
