@@ -1,6 +1,6 @@
 """Newline-delimited JSON transport, bounded per frame: what the guest gateway and the
 control socket both read and write. Each protocol owns its version and frame shapes
-(``daemon.gateway.wire``, ``daemon.control.protocol``); this module knows neither.
+(``daemon.gateway.guest_protocol``, ``daemon.control.protocol``); this module knows neither.
 
 One frame is one UTF-8 JSON object on one line. A frame longer than the limit is an error
 for that frame, not for the connection: the reader skips to the next newline and reports

@@ -29,7 +29,7 @@ from daemon.evaluation.runtime import Runtime, open_runtime
 from daemon.events import EventBus
 from daemon.improve.loop import ImprovementLoop, LoopControl
 from daemon.lineage import Lineage
-from daemon.live import labels
+from daemon.live import private_suites
 from daemon.live.harness import LiveHarness
 from daemon.providers import check_models
 from daemon.store import Store
@@ -158,7 +158,7 @@ class Daemon:
                 calls=rt.calls_in_flight,
                 windows=rt.guard.window_state,
                 work_dir=rt.work_dir,
-                suites_dir=labels.suites_dir(self.loaded.state_dir),
+                suites_dir=private_suites.suites_dir(self.loaded.state_dir),
                 basics=self.status_basics,
                 stop=self.stop_requested,
             )

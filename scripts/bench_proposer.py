@@ -50,7 +50,7 @@ from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.evaluation.report import EvalReport
 from daemon.evaluation.runtime import Runtime, eval_instance, open_runtime
 from daemon.gateway import ledger
-from daemon.improve import candidates
+from daemon.improve import intake
 from daemon.improve.loop import Ask, ImprovementLoop, LoopControl
 from daemon.improve.pipeline import SMOKE_FAILURES
 from daemon.improve.proposer import edit_protocol
@@ -119,7 +119,7 @@ async def _smoke(rt: Runtime, lineage: Lineage, cid: int) -> bool:
     """Whether the candidate passes the smoke stage, run as the pipeline runs it; a failure
     is recorded as its verdict."""
     policy = rt.policy.get()
-    tree = await anyio.to_thread.run_sync(candidates.materialise, lineage, cid, rt.work_dir)
+    tree = await anyio.to_thread.run_sync(intake.materialise, lineage, cid, rt.work_dir)
     subject = Subject(tree, f"c{cid}", candidate_id=cid, version_id=None)
     await anyio.to_thread.run_sync(lambda: lineage.set_candidate(cid, "evaluating", "smoke"))
     smoke = await evaluate(
@@ -152,7 +152,7 @@ async def _dev_screen(rt: Runtime, lineage: Lineage, cid: int, parent_dev: EvalR
     """Whether the candidate passes the dev screen (``[pipeline] dev_max_regression``); its
     verdict is recorded."""
     policy = rt.policy.get()
-    tree = await anyio.to_thread.run_sync(candidates.materialise, lineage, cid, rt.work_dir)
+    tree = await anyio.to_thread.run_sync(intake.materialise, lineage, cid, rt.work_dir)
     subject = Subject(tree, f"c{cid}", candidate_id=cid, version_id=None)
     dev = await evaluate(
         rt,
@@ -202,7 +202,7 @@ async def bench(
             print(f"seed on dev: {parent_dev.accuracy:.0%} of {parent_dev.n}", flush=True)
             while len(rows) < n:
                 ask = await loop.prepare_proposal()
-                drawn: list[tuple[Row, candidates.Submitted]] = []
+                drawn: list[tuple[Row, intake.Submitted]] = []
                 for _ in range(min(policy.proposer.samples, n - len(rows))):
                     drawn.append(await _draw(loop, ask, store, seed, policy.patch, scratch))
                 for row, sub in drawn:
@@ -233,7 +233,7 @@ async def _draw(
     seed: Version,
     patch: PatchPolicy,
     scratch: Path,
-) -> tuple[Row, candidates.Submitted]:
+) -> tuple[Row, intake.Submitted]:
     """One proposal, recorded and screened statically by the loop's own code."""
     start = time.monotonic()
     sub = await loop.sample(ask)

@@ -19,7 +19,7 @@ from rich.console import Console
 
 from daemon.control import views as ctlview
 from daemon.control.client import ControlClient
-from daemon.control.protocol import SOCKET_NAME, ControlError
+from daemon.control.protocol import COMMAND_GROUPS, SOCKET_NAME, VERBS, ControlError
 from daemon.errors import HarnessdError
 
 # Soft wrap: a line (a path, a verdict) is never broken by rich at 80 columns when output goes
@@ -28,8 +28,14 @@ out = Console(highlight=False, soft_wrap=True)
 
 # How long ``harnessctl stop`` waits for the daemon to close its connections.
 STOP_WAIT_S = 30.0
+# Verbs that may take minutes (a task run, a report, power computed for a policy): no
+# timeout on their reply. Every other verb gets 30 s.
+_UNBOUNDED = ("ask", "run", "propose", "report", "policy_show", "policy_check")
 
-Verb = Callable[[ControlClient, argparse.Namespace], Any]
+# What harnessctl does for one verb: call the daemon (and post-process its reply).
+Call = Callable[[ControlClient, argparse.Namespace], Any]
+# A verb's own arguments, added to its parser.
+Arguments = Callable[[argparse.ArgumentParser], None]
 
 
 class UsageError(Exception):
@@ -160,28 +166,21 @@ def stop(c: ControlClient, a: argparse.Namespace) -> Any:
     return dict(result) | {"stopped": c.wait_closed(STOP_WAIT_S)}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="harnessctl", description="Talk to a running harnessd.")
-    parser.add_argument("--config", type=Path, help="harnessd config, to find the state dir")
-    parser.add_argument("--state-dir", help="the daemon's state dir (overrides --config)")
-    parser.add_argument("--socket", help="the control socket path (overrides the rest)")
-    parser.add_argument("--json", action="store_true", help="print the daemon's reply as JSON")
-    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+def _events_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", type=int, default=30)
 
-    def add(name: str, fn: Verb, help_: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_, description=help_)
-        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
-        p.set_defaults(fn=fn, view=name)
-        return p
 
-    add("status", status, "live version, scores per model, activity, budgets")
-    add("watch", watch, "stream events with progress bars (Ctrl-C to leave)")
-    add("events", events, "recent events").add_argument("--limit", type=int, default=30)
-    add("ask", ask, "answer a question with the live harness").add_argument("text")
-    add("run", run, "run one suite task with the live harness").add_argument(
+def _ask_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("text")
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
         "task", metavar="SUITE:ID", help="e.g. bfcl:simple:simple_python_3 or humaneval:HumanEval/0"
     )
-    p = add("label", label, "make a served request a task of a private suite")
+
+
+def _label_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("request", type=int, metavar="REQUEST", help="the id 'ask' or 'run' printed")
     p.add_argument("--suite", required=True, help="the private suite's name (a-z 0-9 _ -)")
     p.add_argument(
@@ -197,45 +196,96 @@ def build_parser() -> argparse.ArgumentParser:
         '\'{"type": "exact", "casefold": true}\'',
     )
     p.add_argument("--id", help="the task's id (default: request-REQUEST)")
-    suite = sub.add_parser("suite", help="private suites made of labelled requests")
-    suite_sub = suite.add_subparsers(dest="suite_verb", required=True, metavar="SUBVERB")
-    p = suite_sub.add_parser("export", help="a labelled suite in the task-file format")
+
+
+def _suite_export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("suite", metavar="NAME")
     p.add_argument("-o", "--output", type=Path, help="write to this file (default: stdout)")
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
-    p.set_defaults(fn=suite_export, view="suite_export")
-    add("lineage", lineage, "the version tree").add_argument(
-        "--candidates", type=int, default=10, help="recent candidates to list"
-    )
-    add("show", show, "a version or candidate: patch, rationale, reports, verdict").add_argument(
-        "ref", metavar="VERSION", help="v0003, or c12 for a candidate"
-    )
-    p = add("diff", diff, "diff between two versions")
+
+
+def _lineage_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--candidates", type=int, default=10, help="recent candidates to list")
+
+
+def _show_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("ref", metavar="VERSION", help="v0003, or c12 for a candidate")
+
+
+def _diff_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("a")
     p.add_argument("b")
-    p = add("report", report, "write the lineage report: one self-contained HTML file")
+
+
+def _report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="report.html", help="where to write it (default report.html)")
     p.add_argument("--candidate", help="whose sequential test to plot (default: the newest)")
-    p = add("rollback", rollback, "make an earlier accepted version live")
+
+
+def _rollback_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("ref", metavar="VERSION")
     p.add_argument("--reason", default="rollback by harnessctl")
-    add("pause", pause, "pause the improvement loop")
-    add("resume", resume, "resume the improvement loop")
-    p = add("propose", propose, "submit a patch file to the candidate pipeline")
+
+
+def _propose_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file")
     p.add_argument("--dry-run", action="store_true", help="static checks only; nothing recorded")
     p.add_argument("--rationale", default="", help="why this patch (kept in the lineage)")
-    policy = sub.add_parser("policy", help="show or check policies").add_subparsers(
-        dest="policy_verb", required=True, metavar="SUBVERB"
-    )
-    p = policy.add_parser("show", help="the policy in force")
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
-    p.set_defaults(fn=policy_show, view="policy_show")
-    p = policy.add_parser("check", help="validate a policy file against the daemon")
+
+
+def _file_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("file")
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
-    p.set_defaults(fn=policy_check, view="policy_check")
-    add("stop", stop, "drain and stop the daemon")
+
+
+# Each verb of the protocol's table (``VERBS``: its command and help line) with what
+# harnessctl does for it and the arguments it takes.
+COMMANDS: dict[str, tuple[Call, Arguments | None]] = {
+    "status": (status, None),
+    "watch": (watch, None),
+    "events": (events, _events_args),
+    "ask": (ask, _ask_args),
+    "run": (run, _run_args),
+    "label": (label, _label_args),
+    "suite_export": (suite_export, _suite_export_args),
+    "lineage": (lineage, _lineage_args),
+    "show": (show, _show_args),
+    "diff": (diff, _diff_args),
+    "report": (report, _report_args),
+    "rollback": (rollback, _rollback_args),
+    "pause": (pause, None),
+    "resume": (resume, None),
+    "propose": (propose, _propose_args),
+    "policy_show": (policy_show, None),
+    "policy_check": (policy_check, _file_arg),
+    "stop": (stop, None),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """harnessctl's parser: a command per verb of ``VERBS``, in its order, with its help."""
+    if set(COMMANDS) != set(VERBS):
+        raise AssertionError(f"harnessctl and VERBS differ: {set(COMMANDS) ^ set(VERBS)}")
+    parser = argparse.ArgumentParser(prog="harnessctl", description="Talk to a running harnessd.")
+    parser.add_argument("--config", type=Path, help="harnessd config, to find the state dir")
+    parser.add_argument("--state-dir", help="the daemon's state dir (overrides --config)")
+    parser.add_argument("--socket", help="the control socket path (overrides the rest)")
+    parser.add_argument("--json", action="store_true", help="print the daemon's reply as JSON")
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    groups: dict[str, Any] = {}
+    for name, verb in VERBS.items():
+        where = sub
+        if len(verb.command) == 2:
+            group = verb.command[0]
+            if group not in groups:
+                groups[group] = sub.add_parser(group, help=COMMAND_GROUPS[group]).add_subparsers(
+                    dest=f"{group}_verb", required=True, metavar="SUBVERB"
+                )
+            where = groups[group]
+        p = where.add_parser(verb.command[-1], help=verb.help, description=verb.help)
+        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+        call, arguments = COMMANDS[name]
+        p.set_defaults(fn=call, view=name)
+        if arguments is not None:
+            arguments(p)
     return parser
 
 
@@ -246,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with ControlClient(
             # policy check computes power: seconds of CPU, far longer on a loaded machine
             path,
-            timeout=None if args.verb in ("ask", "run", "propose", "report", "policy") else 30,
+            timeout=None if args.view in _UNBOUNDED else 30,
         ) as c:
             result = args.fn(c, args)
     except UsageError as exc:

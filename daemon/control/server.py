@@ -2,7 +2,9 @@
 
 Each connection carries versioned JSON-lines requests (:mod:`daemon.control.protocol`). Nothing a
 client sends can take the daemon down: garbage, oversize frames and unknown verbs get an
-error reply; a bug in a verb handler becomes an ``internal`` error reply and a log line.
+error reply. A verb's deliberate error (a ``HarnessdError``) reaches the client with its
+message and the code :mod:`daemon.control.error_codes` gives it; anything else is a bug in a
+verb handler and becomes an ``internal`` error reply and a log line.
 """
 
 from __future__ import annotations
@@ -19,15 +21,16 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import SocketAttribute, SocketStream, TaskStatus
 
+from daemon.control.error_codes import wire_code
 from daemon.control.protocol import (
     MAX_MESSAGE,
     PROTOCOL_VERSION,
     VERBS,
-    ControlError,
     ErrorCode,
     error_reply,
     ok_reply,
 )
+from daemon.errors import HarnessdError
 from daemon.jsonlines import FrameError, LineReader, encode_frame
 
 log = logging.getLogger("harnessd.control")
@@ -173,8 +176,8 @@ async def _dispatch(
 ) -> dict[str, Any]:
     try:
         return ok_reply(req_id, await call(verb, args))
-    except ControlError as exc:
-        return error_reply(req_id, exc.code, str(exc))
+    except HarnessdError as exc:
+        return error_reply(req_id, wire_code(exc), str(exc))
     except Exception:  # a handler bug must never take the daemon down
         log.exception("control verb %s failed", verb)
         return error_reply(req_id, ErrorCode.INTERNAL, f"'{verb}' failed; see the daemon log")

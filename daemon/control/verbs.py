@@ -1,8 +1,10 @@
 """The control verbs: what ``harnessctl`` can ask of a running daemon.
 
 Each ``verb_<name>`` checks its arguments, does its work off the event loop where it touches
-disk or git, and returns plain JSON-able data. User mistakes become ``ControlError`` with a
-code from the closed set; anything else is a bug and becomes ``internal``.
+disk or git, and returns plain JSON-able data. Mistakes in the arguments are
+``ControlError`` with a code from the closed set; every other ``HarnessdError`` a verb raises
+gets its code from :mod:`daemon.control.error_codes` (in the server); anything else is a bug
+and becomes ``internal``.
 
 The verbs are given exactly the parts of the daemon they use (:class:`VerbDeps`), never the
 daemon itself, so this module depends on components and nothing depends back on it.
@@ -21,28 +23,19 @@ import anyio
 from daemon.config.policy import parse_policy
 from daemon.config.reload import PolicyHolder
 from daemon.control.protocol import ControlError, ErrorCode
-from daemon.errors import (
-    BadRequest,
-    ConfigError,
-    LineageError,
-    NotAccepting,
-    SandboxError,
-    Unavailable,
-    UnknownRef,
-)
+from daemon.errors import ConfigError
 from daemon.evaluation import results
 from daemon.evaluation.report import EvalReport
 from daemon.events import EventBus
 from daemon.gateway.budget import WindowState
-from daemon.improve.candidates import Submitted, check_text
+from daemon.improve.intake import Submitted, check_text
 from daemon.improve.loop import LoopControl
 from daemon.improve.power_report import power_table
 from daemon.lineage import Lineage, Version
-from daemon.live import labels
+from daemon.live import private_suites
 from daemon.live.harness import LiveHarness
 from daemon.patches import AppliedPatch
 from daemon.store import Store
-from daemon.suites.base import UnknownTask
 
 TEXT_LIMIT = 20_000
 
@@ -66,7 +59,7 @@ class VerbDeps:
     calls: Callable[[], dict[str, dict[str, int]]]
     windows: Callable[[], WindowState]
     work_dir: Path
-    suites_dir: Path  # the labelled suites (daemon.live.labels)
+    suites_dir: Path  # the labelled suites (daemon.live.private_suites)
     basics: Callable[[], dict[str, Any]]
     stop: anyio.Event
 
@@ -104,19 +97,6 @@ def _score(r: EvalReport) -> dict[str, Any]:
     }
 
 
-# Domain errors a verb may raise, and the closed code each becomes on the wire.
-_CODES: tuple[tuple[type[Exception], ErrorCode], ...] = (
-    (UnknownRef, ErrorCode.NOT_FOUND),
-    (UnknownTask, ErrorCode.NOT_FOUND),
-    (LineageError, ErrorCode.CONFLICT),
-    (NotAccepting, ErrorCode.CONFLICT),
-    (BadRequest, ErrorCode.BAD_ARGS),
-    (ConfigError, ErrorCode.BAD_ARGS),
-    (Unavailable, ErrorCode.UNAVAILABLE),
-    (SandboxError, ErrorCode.UNAVAILABLE),
-)
-
-
 class ControlApi:
     def __init__(self, deps: VerbDeps) -> None:
         self.d = deps
@@ -128,15 +108,7 @@ class ControlApi:
         method = getattr(self, f"verb_{verb}", None)
         if method is None:
             raise ControlError(ErrorCode.UNKNOWN_VERB, f"'{verb}' is not served by this daemon")
-        try:
-            return await method(args)
-        except ControlError:
-            raise
-        except Exception as exc:
-            for kind, code in _CODES:
-                if isinstance(exc, kind):
-                    raise ControlError(code, str(exc)) from None
-            raise
+        return await method(args)
 
     # ---- status and events ---------------------------------------------------------------
 
@@ -202,7 +174,7 @@ class ControlApi:
         if "expected" not in args:
             raise ControlError(ErrorCode.BAD_ARGS, "argument 'expected' is missing")
         result = await anyio.to_thread.run_sync(
-            lambda: labels.label(
+            lambda: private_suites.label(
                 self.d.store,
                 self.d.suites_dir,
                 request_id=_arg(args, "request", int),
@@ -221,7 +193,7 @@ class ControlApi:
 
     async def verb_suite_export(self, args: dict[str, Any]) -> Any:
         name = _arg(args, "suite", str)
-        return await anyio.to_thread.run_sync(labels.export, self.d.suites_dir, name)
+        return await anyio.to_thread.run_sync(private_suites.export, self.d.suites_dir, name)
 
     # ---- lineage -------------------------------------------------------------------------
 

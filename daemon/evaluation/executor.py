@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from daemon.cluster.executor import RayExecutor, open_ray_executor
+from daemon.cluster.ray_executor import RayExecutor, open_ray_executor
 from daemon.config.settings import ExecutorSettings
 from daemon.errors import SandboxError
 from daemon.evaluation.taskrun import GUEST, GUEST_DIR, TaskRun, classify, run_task

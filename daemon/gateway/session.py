@@ -28,11 +28,17 @@ from anyio.abc import ByteStream
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from daemon.errors import BudgetExceeded, ProviderError, SandboxError
+from daemon.gateway.guest_protocol import (
+    MAX_FRAME,
+    PROTOCOL_VERSION,
+    error_reply,
+    ok_reply,
+    seal_ok,
+)
 from daemon.gateway.handler import GatewayHandler as GatewayHandler
 from daemon.gateway.handler import NoSuchTool as NoSuchTool
 from daemon.gateway.handler import ToolCallError as ToolCallError
 from daemon.gateway.transcript import Transcript
-from daemon.gateway.wire import MAX_FRAME, PROTOCOL_VERSION, error_reply, ok_reply, seal_ok
 from daemon.jsonlines import FrameError, LineReader, encode_frame
 from daemon.providers.base import ChatRequest
 from daemon.tasks import Submission, Task

@@ -1,6 +1,6 @@
 """improve: the self-improvement loop and the decision on each candidate.
 
-Owns: candidate intake (``candidates``: parse once, apply once, static stage; ``tried``: the
+Owns: candidate intake (``intake``: parse once, apply once, static stage; ``tried``: the
 programs already seen), the pipeline (smoke, dev, held-out, panel) and its gates, the
 held-out stage (``heldout``: a candidate's sequential test at its share of alpha), the
 lineage-wide alpha ledger (``alpha_ledger``: the ``heldout_budget`` and ``heldout_tests``

@@ -27,14 +27,14 @@ from daemon.evaluation.runtime import Runtime
 from daemon.gateway import ledger
 from daemon.gateway.ledger import Charge
 from daemon.gateway.metering import MeteredModel
-from daemon.improve import alpha_ledger, briefing, candidates
+from daemon.improve import alpha_ledger, briefing, intake
 from daemon.improve.pipeline import Pipeline
 from daemon.improve.power_report import current_row, next_candidate_line
 from daemon.improve.procedure import wanted_settings
 from daemon.improve.proposer import archive, edit_protocol
 from daemon.improve.proposer.prompt import FailedTask, build_prompt, proposal_request
 from daemon.improve.tried import TriedPrograms
-from daemon.lineage import Lineage, Version
+from daemon.lineage import CandidateSource, Lineage, Version
 from daemon.patches import ParseFailure, PatchRejected, Proposal, parse_proposal
 from daemon.patches.identity import fingerprint
 from daemon.patches.operations import Operation
@@ -243,16 +243,16 @@ class ImprovementLoop:
         parsed: Proposal | ParseFailure | PatchRejected,
         raw: str,
         *,
-        source: str,
+        source: CandidateSource,
         model: str | None,
         rationale: str = "",
         run_id: str = "",
-    ) -> candidates.Submitted:
+    ) -> intake.Submitted:
         policy = self.rt.policy.get()
 
-        def record() -> candidates.Submitted:
+        def record() -> intake.Submitted:
             self.tried.refresh()
-            return candidates.record_parsed(
+            return intake.record_parsed(
                 self.lineage,
                 parent,
                 parsed,
@@ -285,7 +285,7 @@ class ImprovementLoop:
         )
         return sub
 
-    async def submit_external(self, text: str, rationale: str) -> candidates.Submitted:
+    async def submit_external(self, text: str, rationale: str) -> intake.Submitted:
         """Record a person's (or another agent's) patch against the live version; if it
         passes the static stage it joins the queue, ahead of the next proposal."""
         parent = await anyio.to_thread.run_sync(self.lineage.current)
@@ -293,7 +293,7 @@ class ImprovementLoop:
             parent,
             parse_proposal(text),
             text,
-            source="external",
+            source=CandidateSource.EXTERNAL,
             model=None,
             rationale=rationale,
         )
@@ -341,7 +341,7 @@ class ImprovementLoop:
         messages = build_prompt(sources, dev, failures, archive_text, targets)
         return Ask(parent, model, messages, sources, targets)
 
-    async def sample(self, ask: Ask) -> candidates.Submitted | None:
+    async def sample(self, ask: Ask) -> intake.Submitted | None:
         """One proposal for ``ask``, with a fresh seed, recorded as a candidate (None: the
         proposer's budget refused it)."""
         policy = self.rt.policy.get().proposer
@@ -373,7 +373,12 @@ class ImprovementLoop:
             else edit_protocol.to_proposal(text, ask.sources, ask.targets)
         )
         return await self._record(
-            ask.parent, parsed, text, source="proposer", model=ask.model.ref, run_id=run_id
+            ask.parent,
+            parsed,
+            text,
+            source=CandidateSource.PROPOSER,
+            model=ask.model.ref,
+            run_id=run_id,
         )
 
     def _schema(self, parent: Version, sources: dict[str, str], targets: Targets) -> dict[str, Any]:

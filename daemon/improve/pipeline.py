@@ -38,7 +38,7 @@ from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.evaluation.health import interruption
 from daemon.evaluation.report import EvalReport
 from daemon.evaluation.runtime import PolicySnapshot, Runtime
-from daemon.improve import alpha_ledger, candidates
+from daemon.improve import alpha_ledger, intake
 from daemon.improve.gates import (
     acceptance_gates,
     dead_code_gate,
@@ -161,7 +161,7 @@ class Pipeline:
         cand = await anyio.to_thread.run_sync(self.lineage.candidate, candidate_id)
         parent = await anyio.to_thread.run_sync(self.lineage.get, cand.parent_version_id)
         tree = await anyio.to_thread.run_sync(
-            candidates.materialise, self.lineage, candidate_id, self.rt.work_dir
+            intake.materialise, self.lineage, candidate_id, self.rt.work_dir
         )
         try:
             run = CandidateEvaluation(self, candidate_id, parent, tree, cand.patch, snapshot)

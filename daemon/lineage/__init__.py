@@ -8,6 +8,21 @@ May import: patches (tree reading and diffs), store, verdict, errors. Nothing ab
 """
 
 from daemon.lineage.lineage import Lineage
-from daemon.lineage.records import Candidate, PointerChange, TreeEntry, Version
+from daemon.lineage.records import (
+    Candidate,
+    CandidateSource,
+    NewCandidate,
+    PointerChange,
+    TreeEntry,
+    Version,
+)
 
-__all__ = ["Candidate", "Lineage", "PointerChange", "TreeEntry", "Version"]
+__all__ = [
+    "Candidate",
+    "CandidateSource",
+    "Lineage",
+    "NewCandidate",
+    "PointerChange",
+    "TreeEntry",
+    "Version",
+]

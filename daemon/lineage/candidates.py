@@ -13,11 +13,16 @@ import time
 from typing import Any
 
 from daemon.errors import LineageError, UnknownRef
-from daemon.lineage.records import CANDIDATE_STATES, FINAL_STATES, Candidate, CandidateState
+from daemon.lineage.records import (
+    CANDIDATE_STATES,
+    FINAL_STATES,
+    Candidate,
+    CandidateSource,
+    CandidateState,
+    NewCandidate,
+)
 from daemon.store import Store
 from daemon.verdict import Verdict
-
-SOURCES = ("proposer", "external")
 
 
 def _check_state(state: str) -> None:
@@ -33,35 +38,37 @@ def _verdict_json(verdict: Verdict | None) -> str | None:
 
 def insert_candidate(
     store: Store,
-    parent_id: int,
-    source: str,
-    proposer_model: str | None,
-    rationale: str,
-    patch: str,
-    raw: str,
+    new: NewCandidate,
+    *,
     state: CandidateState,
     stage: str,
     verdict: Verdict | None,
 ) -> int:
-    if source not in SOURCES:
-        raise LineageError(f"candidate source must be one of {SOURCES}, not '{source}'")
+    try:
+        source = CandidateSource(new.source)
+    except ValueError:
+        sources = [s.value for s in CandidateSource]
+        raise LineageError(
+            f"candidate source must be one of {sources}, not '{new.source}'"
+        ) from None
     _check_state(state)
     now = time.time()
     with store.tx() as conn:
-        if conn.execute("SELECT 1 FROM versions WHERE id = ?", (parent_id,)).fetchone() is None:
-            raise LineageError(f"candidate parent version {parent_id} does not exist")
+        parent = conn.execute("SELECT 1 FROM versions WHERE id = ?", (new.parent_id,)).fetchone()
+        if parent is None:
+            raise LineageError(f"candidate parent version {new.parent_id} does not exist")
         cursor = conn.execute(
             "INSERT INTO candidates(parent_version_id, created, updated, source, proposer_model, "
             "rationale, patch, raw, state, stage, verdict) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (
-                parent_id,
+                new.parent_id,
                 now,
                 now,
-                source,
-                proposer_model,
-                rationale,
-                patch,
-                raw,
+                source.value,
+                new.proposer_model,
+                new.rationale,
+                new.patch,
+                new.raw,
                 state,
                 stage,
                 _verdict_json(verdict),

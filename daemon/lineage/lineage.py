@@ -41,6 +41,7 @@ from daemon.lineage.records import (
     ROLLBACK,
     Candidate,
     CandidateState,
+    NewCandidate,
     PointerChange,
     TreeEntry,
     Version,
@@ -192,56 +193,22 @@ class Lineage:
 
     def add_candidate(
         self,
-        parent: Version | int,
-        source: str,
-        proposer_model: str | None,
-        rationale: str,
-        patch: str,
-        raw: str,
+        new: NewCandidate,
         *,
         state: CandidateState = "proposed",
         stage: str = "proposed",
         verdict: Verdict | None = None,
     ) -> int:
-        """Record a candidate (an unparseable one too: ``state="rejected"``, ``stage="parse"``)."""
-        parent_id = parent.id if isinstance(parent, Version) else parent
-        return insert_candidate(
-            self.store,
-            parent_id,
-            source,
-            proposer_model,
-            rationale,
-            patch,
-            raw,
-            state,
-            stage,
-            verdict,
-        )
+        """Record a candidate (a rejected one too: ``state="rejected"`` with its verdict)."""
+        return insert_candidate(self.store, new, state=state, stage=stage, verdict=verdict)
 
-    def add_unparseable(
-        self,
-        parent: Version | int,
-        source: str,
-        proposer_model: str | None,
-        failure: ParseFailure,
-        rationale: str = "",
-    ) -> int:
+    def add_unparseable(self, new: NewCandidate, failure: ParseFailure) -> int:
         """Record proposer output that held no usable patch: rejected at stage ``parse``,
-        its raw text kept."""
+        with ``new``'s raw text (the failure's) kept and no patch."""
         verdict = Verdict(
             decision="reject", stage="static", reason=f"unparseable: {failure.reason}"
         )
-        return self.add_candidate(
-            parent,
-            source,
-            proposer_model,
-            rationale or failure.rationale,
-            "",
-            failure.raw,
-            state="rejected",
-            stage="parse",
-            verdict=verdict,
-        )
+        return self.add_candidate(new, state="rejected", stage="parse", verdict=verdict)
 
     def set_candidate(
         self,

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Literal
 
 from daemon.lineage.git import POINTER_TRAILER, VERSION_TRAILER
 from daemon.verdict import Verdict
 
 CandidateState = Literal["proposed", "evaluating", "accepted", "rejected", "interrupted"]
-CandidateSource = Literal["proposer", "external"]
 CANDIDATE_STATES: tuple[CandidateState, ...] = (
     "proposed",
     "evaluating",
@@ -24,6 +24,29 @@ CANDIDATE_STATES: tuple[CandidateState, ...] = (
 )
 FINAL_STATES = ("accepted", "rejected")
 ROLLBACK = "rollback"
+
+
+class CandidateSource(StrEnum):
+    """Who wrote a candidate: the loop's proposer model, or a person (``harnessctl propose``)."""
+
+    PROPOSER = "proposer"
+    EXTERNAL = "external"
+
+
+@dataclass(frozen=True, kw_only=True)
+class NewCandidate:
+    """A candidate as it is recorded, before the lineage gives it an id.
+
+    Passed whole from intake to the ``candidates`` table, so the texts (all ``str``) are
+    told apart by name, never by position.
+    """
+
+    parent_id: int
+    source: CandidateSource
+    proposer_model: str | None  # the model string, None for a person's patch
+    rationale: str  # why, as the proposer or person put it (cut to the intake's limit)
+    patch: str  # the normalised git diff; "" when nothing applied
+    raw: str  # what the proposer or person wrote, verbatim
 
 
 def version_name(version_id: int) -> str:
@@ -63,7 +86,7 @@ class Candidate:
     parent_version_id: int
     created: float
     updated: float
-    source: str
+    source: CandidateSource
     proposer_model: str | None
     rationale: str
     patch: str
@@ -79,7 +102,7 @@ class Candidate:
             parent_version_id=row["parent_version_id"],
             created=row["created"],
             updated=row["updated"],
-            source=row["source"],
+            source=CandidateSource(row["source"]),
             proposer_model=row["proposer_model"],
             rationale=row["rationale"],
             patch=row["patch"],

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from daemon.patches.model import PatchRejected
-from daemon.patches.targets import Constant, Statement, Targets, Value
+from daemon.patches.targets import ConstantTarget, StatementTarget, Targets, Value
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class InsertStatement:
 Operation = SetConstant | ReplaceStatement | InsertStatement
 
 
-def literal(constant: Constant, value: Value) -> str:
+def literal(constant: ConstantTarget, value: Value) -> str:
     """``value`` as Python source for ``constant``'s literal; PatchRejected if it cannot be."""
     kind = constant.kind
     if kind == "bool" and isinstance(value, bool):
@@ -73,7 +73,7 @@ def _one_line(code: str, where: str) -> str:
     raise PatchRejected(f"{where}: the operation's code is empty")
 
 
-def _set_constant(text: str, constant: Constant, value: Value) -> str:
+def _set_constant(text: str, constant: ConstantTarget, value: Value) -> str:
     lines = text.split("\n")
     (l1, c1), (l2, c2) = constant.start, constant.end
     head = "\n".join([*lines[: l1 - 1], lines[l1 - 1][:c1]])
@@ -86,7 +86,7 @@ def _replace_lines(text: str, first: int, last: int, new: list[str]) -> str:
     return "\n".join([*lines[: first - 1], *new, *lines[last:]])
 
 
-def _statement(targets: Targets, label: str) -> Statement:
+def _statement(targets: Targets, label: str) -> StatementTarget:
     statement = targets.statement(label)
     if statement is None:
         raise PatchRejected(f"{label}: no statement starts there")

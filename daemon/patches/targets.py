@@ -44,7 +44,7 @@ _COMPOUND = (
 
 
 @dataclass(frozen=True)
-class Constant:
+class ConstantTarget:
     file: str
     name: str
     label: str  # how the protocol names it: NAME, or file:NAME when two files share a name
@@ -56,7 +56,7 @@ class Constant:
 
 
 @dataclass(frozen=True)
-class Statement:
+class StatementTarget:
     file: str
     line: int  # first line (its first decorator for a decorated definition)
     end_line: int
@@ -70,13 +70,13 @@ class Statement:
 
 @dataclass(frozen=True)
 class Targets:
-    constants: tuple[Constant, ...]
-    statements: tuple[Statement, ...]
+    constants: tuple[ConstantTarget, ...]
+    statements: tuple[StatementTarget, ...]
 
-    def constant(self, label: str) -> Constant | None:
+    def constant(self, label: str) -> ConstantTarget | None:
         return next((c for c in self.constants if c.label == label), None)
 
-    def statement(self, label: str) -> Statement | None:
+    def statement(self, label: str) -> StatementTarget | None:
         return next((s for s in self.statements if s.label == label), None)
 
 
@@ -131,11 +131,11 @@ def _literal(node: ast.expr) -> tuple[ConstantKind, ast.Constant] | None:
     return None
 
 
-def _constants(file: str, source: str, tree: ast.Module) -> list[Constant]:
+def _constants(file: str, source: str, tree: ast.Module) -> list[ConstantTarget]:
     lines = source.split("\n")
     comments = _comments(source)
     assigned: dict[str, int] = {}
-    found: list[Constant] = []
+    found: list[ConstantTarget] = []
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target, value = node.targets[0], node.value
@@ -154,7 +154,7 @@ def _constants(file: str, source: str, tree: ast.Module) -> list[Constant]:
         assert end_line is not None and end_col is not None
         assert isinstance(const.value, int | float | str)  # as _literal checked
         found.append(
-            Constant(
+            ConstantTarget(
                 file=file,
                 name=target.id,
                 label=target.id,
@@ -196,14 +196,14 @@ def _elifs(tree: ast.Module) -> set[int]:
     }
 
 
-def _statements(file: str, source: str, tree: ast.Module) -> list[Statement]:
+def _statements(file: str, source: str, tree: ast.Module) -> list[StatementTarget]:
     lines = source.split("\n")
     skipped = _docstrings(tree) | _elifs(tree)
     nodes = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and id(n) not in skipped]
     starts: dict[int, int] = {}
     for node in nodes:
         starts[node.lineno] = starts.get(node.lineno, 0) + 1
-    found: list[Statement] = []
+    found: list[StatementTarget] = []
     for node in nodes:
         decorators = getattr(node, "decorator_list", [])
         first = min([node.lineno, *(d.lineno for d in decorators)])
@@ -219,7 +219,7 @@ def _statements(file: str, source: str, tree: ast.Module) -> list[Statement]:
         ].strip()
         ends_alone = not rest or rest.startswith("#")
         found.append(
-            Statement(
+            StatementTarget(
                 file=file,
                 line=first,
                 end_line=node.end_lineno,
@@ -233,8 +233,8 @@ def _statements(file: str, source: str, tree: ast.Module) -> list[Statement]:
 def find_targets(sources: Mapping[str, str]) -> Targets:
     """The targets of a harness's Python files (``{relative path: source}``); a file that
     does not parse has none."""
-    constants: list[Constant] = []
-    statements: list[Statement] = []
+    constants: list[ConstantTarget] = []
+    statements: list[StatementTarget] = []
     for file in sorted(sources):
         tree = _parse(sources[file])
         if tree is None:

@@ -9,6 +9,16 @@
 
 :func:`make_provider` builds one; callers cache providers per model string and close them
 with ``aclose()``.
+
+Owns: the provider-neutral chat contract (``base``: messages, requests, replies, usage),
+the Anthropic Messages (``anthropic_messages``), OpenAI-compatible (``openai_chat``),
+embedded llama.cpp (``local_llama``, its reply grammars in ``local_grammar``) and scripted
+(``scripted``) providers, and the mapping of HTTP failures to provider errors
+(``http_errors``).
+
+May import: config (settings, retry policy, secrets and their redaction, pinned assets for
+the embedded model) and errors. Never gateway or anything above: budgets and metering wrap
+a provider from outside (``daemon.gateway.metering``).
 """
 
 from __future__ import annotations

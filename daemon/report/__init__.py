@@ -6,9 +6,11 @@ the matplotlib plots (``plots``, ``svg``), the page with everything a harness wr
 (``page``) and ``build_report`` (``build``), used by ``harnessd report`` and the ``report``
 control verb.
 
-Read-only: it never writes a table. May import: store, errors, the tables' owners (evaluation
-results and reports, gateway ledger, lineage, events), improve's statistics, verdict.
-Never control or live.
+Read-only: it never writes a table.
+
+May import: store, errors, config (the policy's defaults, the ``report`` extra), the tables'
+owners (evaluation results and reports, gateway ledger, lineage, events), the acceptance
+core and improve's procedure (the sequential test's path), verdict. Never control or live.
 """
 
 from daemon.report.summary import ReportSummary, candidate_arg, summary_line

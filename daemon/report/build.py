@@ -1,4 +1,8 @@
-"""``build_report``: the whole page from a store; ``write_report``: the same, to a file."""
+"""``build_report``: the whole page from a store; ``write_report``: the same, to a file.
+
+The one way into the plots: importing this module loads matplotlib (the ``report`` extra),
+and says so when it is not installed.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,13 @@ import json
 import os
 from pathlib import Path
 
-from daemon.report import page, plots
+from daemon.config import extras
+
+try:
+    from daemon.report import page, plots
+except ImportError:
+    extras.require("report", "the lineage report (harnessd report, harnessctl report)")
+    raise  # installed, yet it does not import: matplotlib's own error says why
 from daemon.report.data import ReportData, gather
 from daemon.report.figures import points
 from daemon.report.sequential import SequentialPath, chosen

@@ -15,8 +15,17 @@ A policy names one suite (split into dev and held-out tasks) or two (``[suite]
 heldout_suite``: the held-out pool from a suite of its own, :mod:`daemon.suites.mixed`);
 :func:`policy_suite` and :func:`policy_splits` are what an evaluation uses.
 
-May import: config (policy, pinned assets), providers.base (messages), tasks, errors, and
-``sandbox`` (the code-check boundary that judges code a harness wrote).
+Owns: what every suite offers (``base``), BFCL's single-call suites and checker (``bfcl``,
+``bfcl_checker``, ``bfcl_schema``), HumanEval (``humaneval``), the multi-turn tool suites
+(``bfcl_multi_turn``, ``agentdojo``) with their episodes in a worker process
+(``episode``, ``envworker``; the worker's own code in ``toolenv``), your own task files
+(``filesuite``, ``filetasks``, ``filerules``, ``filecalls``, ``filepython``), a held-out pool
+from a second suite (``mixed``), the dev / held-out splits (``splits``) and hidden code
+checks through the sandbox (``codecheck``).
+
+May import: config (policy, pinned assets, the ``toolenv`` extra), providers.base
+(messages), tasks, errors, and ``sandbox`` (the code-check boundary that judges code a
+harness wrote).
 """
 
 from __future__ import annotations

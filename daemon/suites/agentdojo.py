@@ -24,6 +24,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
+from daemon.config import extras
 from daemon.config.assets import WHEELS, fetch_wheel
 from daemon.providers.base import Message, ToolSpec
 from daemon.suites.base import CheckResult, CodeChecker, UnknownTask
@@ -36,6 +37,7 @@ _PACKAGE = "agentdojo"
 # Planning the injections runs every user task's ground truth once (workspace: ~10 s here).
 _CATALOGUE_S = 600.0
 _PAIR = "+"  # "user_task_3+injection_task_1"
+_NEEDS = ("yaml", "docstring_parser", "deepdiff", "email_validator")
 
 
 def _catalogue(cache_dir: Path, wheel: Path, suite: str) -> dict[str, Any]:
@@ -93,6 +95,8 @@ class AgentDojoSuite:
     def load(cls, suite: str, cache_dir: Path, *, injections: bool) -> AgentDojoSuite:
         if suite not in SUITES:
             raise ValueError(f"unknown AgentDojo suite {suite!r}")
+        # What AgentDojo's environments import, in the tool-environment worker.
+        extras.require("toolenv", "AgentDojo's tool environments", _NEEDS)
         cache_dir = cache_dir.resolve()  # the worker runs in /
         wheel = fetch_wheel(cache_dir, _PACKAGE)
         catalogue = _catalogue(cache_dir, wheel, suite)

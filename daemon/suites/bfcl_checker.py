@@ -35,13 +35,13 @@ Answer = dict[str, dict[str, list[Any]]]
 
 
 @dataclass(frozen=True)
-class Verdict:
+class CallCheckResult:
     valid: bool
     error_type: str = ""
     error: str = ""
 
 
-_OK = Verdict(True)
+_OK = CallCheckResult(True)
 
 
 def _shown(value: Any) -> str:
@@ -49,8 +49,8 @@ def _shown(value: Any) -> str:
     return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
 
 
-def _fail(error_type: str, error: str) -> Verdict:
-    return Verdict(False, error_type, error)
+def _fail(error_type: str, error: str) -> CallCheckResult:
+    return CallCheckResult(False, error_type, error)
 
 
 def standardize_string(text: str) -> str:
@@ -86,7 +86,7 @@ def _answer_type(allowed: list[Any]) -> type | None:
 
 def _type_check(
     param: str, value: Any, allowed: list[Any], expected: type, nested: type | None
-) -> tuple[Verdict, bool]:
+) -> tuple[CallCheckResult, bool]:
     """``type_checker``: (verdict, is_variable). Checks one level of nesting, like BFCL."""
     answer_type = _answer_type(allowed)
     # A possible answer of another type than the schema's is a variable name (a string).
@@ -115,7 +115,7 @@ def _type_check(
     ), False
 
 
-def _string_check(param: str, value: str, allowed: list[Any]) -> Verdict:
+def _string_check(param: str, value: str, allowed: list[Any]) -> CallCheckResult:
     """``string_checker``: equal after standardisation to one allowed string."""
     options = [standardize_string(a) for a in allowed if type(a) is str]
     if standardize_string(value) in options:
@@ -123,7 +123,7 @@ def _string_check(param: str, value: str, allowed: list[Any]) -> Verdict:
     return _fail("value_error:string", f"parameter {param!r}: {_shown(value)} is not allowed")
 
 
-def _list_check(param: str, value: list[Any], allowed: list[Any]) -> Verdict:
+def _list_check(param: str, value: list[Any], allowed: list[Any]) -> CallCheckResult:
     """``list_checker``: equal, after standardising top-level strings, to one allowed list."""
     model = [_standardized(v) for v in value]
     # BFCL standardises each option by iterating it, so an optional "" becomes [].
@@ -136,7 +136,7 @@ def _list_check(param: str, value: list[Any], allowed: list[Any]) -> Verdict:
     return _fail("value_error:list/tuple", f"parameter {param!r}: {_shown(value)} is not allowed")
 
 
-def _dict_check(param: str, value: dict[str, Any], allowed: list[Any]) -> Verdict:
+def _dict_check(param: str, value: dict[str, Any], allowed: list[Any]) -> CallCheckResult:
     """``dict_checker``: every key allowed with an allowed value, every required key given."""
     verdict = _fail("dict_checker:unclear", f"parameter {param!r}: no allowed dictionary")
     for option in allowed:
@@ -154,7 +154,7 @@ def _as_list(choices: Any) -> list[Any]:
     return choices if type(choices) is list else [choices]
 
 
-def _dict_matches(param: str, value: dict[str, Any], option: dict[str, Any]) -> Verdict:
+def _dict_matches(param: str, value: dict[str, Any], option: dict[str, Any]) -> CallCheckResult:
     for key, item in value.items():
         if key not in option:
             return _fail("value_error:dict_key", f"parameter {param!r}: unexpected key {key!r}")
@@ -170,7 +170,7 @@ def _dict_matches(param: str, value: dict[str, Any], option: dict[str, Any]) -> 
     return _OK
 
 
-def _list_dict_check(param: str, value: list[Any], allowed: list[Any]) -> Verdict:
+def _list_dict_check(param: str, value: list[Any], allowed: list[Any]) -> CallCheckResult:
     """``list_dict_checker``: same length as an allowed list, each dict matching in order."""
     verdict = _fail("list_dict_checker:unclear", f"parameter {param!r}: no allowed list")
     for option in allowed:
@@ -194,7 +194,9 @@ def _list_dict_check(param: str, value: list[Any], allowed: list[Any]) -> Verdic
     return verdict
 
 
-def _param_check(param: str, value: Any, schema: dict[str, Any], allowed: list[Any]) -> Verdict:
+def _param_check(
+    param: str, value: Any, schema: dict[str, Any], allowed: list[Any]
+) -> CallCheckResult:
     """One parameter's type and value, as in ``simple_function_checker`` for Python."""
     type_name = schema.get("type")
     expected = _PYTHON_TYPES.get(type_name) if isinstance(type_name, str) else None
@@ -228,7 +230,7 @@ def _param_check(param: str, value: Any, schema: dict[str, Any], allowed: list[A
     return _OK
 
 
-def check_call(function: dict[str, Any], call: Call, answer: Answer) -> Verdict:
+def check_call(function: dict[str, Any], call: Call, answer: Answer) -> CallCheckResult:
     """``simple_function_checker``: one call against one function's possible answer."""
     allowed_by_param = next(iter(answer.values()))
     name = function["name"]
@@ -272,7 +274,7 @@ def _find_function(functions: list[dict[str, Any]], name: str) -> dict[str, Any]
 
 def check_parallel(
     functions: list[dict[str, Any]], calls: list[Call], answers: list[Answer]
-) -> Verdict:
+) -> CallCheckResult:
     """``parallel_function_checker_no_order``: each expected call, in order, takes the first
     still-unmatched output call that passes it (greedy, as BFCL does)."""
     if len(calls) != len(answers):
@@ -295,7 +297,7 @@ def check_parallel(
 
 def check_calls(
     category: str, functions: list[dict[str, Any]], calls: Any, answers: list[Answer]
-) -> Verdict:
+) -> CallCheckResult:
     """``ast_checker`` after the runner's format check, dispatching on the BFCL category."""
     if category == "irrelevance":
         if is_empty_output(calls):

@@ -18,6 +18,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
+from daemon.config import extras
 from daemon.config.assets import WHEELS, fetch_wheel, read_member
 from daemon.providers.base import Message, ToolSpec
 from daemon.suites.base import CheckResult, CodeChecker, UnknownTask
@@ -59,6 +60,9 @@ class BfclMultiTurnSuite:
 
     @classmethod
     def load(cls, categories: Sequence[str], cache_dir: Path) -> BfclMultiTurnSuite:
+        # The simulated APIs run in the tool-environment worker; MathAPI imports mpmath.
+        extras.require("toolenv", "BFCL multi-turn's tool environments", ("mpmath",))
+
         def read(member: str) -> bytes:
             return read_member(cache_dir, _PACKAGE, member)
 

@@ -29,7 +29,7 @@ import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from daemon.suites.base import EnvironmentFailed
-from daemon.suites.toolenv import wire
+from daemon.suites.toolenv import worker_protocol
 
 log = logging.getLogger("harnessd.envworker")
 
@@ -108,7 +108,7 @@ class EnvWorker:
         assert proc.stdout is not None and proc.stderr is not None
         self._out = BufferedByteReceiveStream(proc.stdout)
         self._tg.start_soon(self._drain, proc.stderr)
-        if await self._exchange(None, self.limits.start_s) != wire.READY:
+        if await self._exchange(None, self.limits.start_s) != worker_protocol.READY:
             raise _Dead("the worker did not say it was ready")
         await self._call("start", self._start, self.limits.start_s)
 
@@ -153,8 +153,8 @@ class EnvWorker:
         try:
             with anyio.fail_after(limit_s):
                 if frame is not None:
-                    await proc.stdin.send(wire.encode(frame))
-                line = await out.receive_until(b"\n", wire.MAX_LINE)
+                    await proc.stdin.send(worker_protocol.encode(frame))
+                line = await out.receive_until(b"\n", worker_protocol.MAX_LINE)
         except TimeoutError:
             await self.kill()
             raise _Dead(f"no reply within {limit_s:g} s", timed_out=True) from None
@@ -221,7 +221,7 @@ class EnvWorker:
             value = await self._call("call", args, self.limits.call_s)
         except _Dead as exc:
             text = (
-                wire.TIMEOUT_RESULT.format(limit=self.limits.call_s)
+                worker_protocol.TIMEOUT_RESULT.format(limit=self.limits.call_s)
                 if exc.timed_out
                 else CRASH_RESULT.format(what="memory or CPU time")
             )
@@ -254,7 +254,7 @@ async def open_worker(start: dict[str, Any], limits: WorkerLimits) -> AsyncItera
 
 def run_once(op: str, args: dict[str, Any], *, timeout_s: float) -> Any:
     """One request in a worker of its own, blocking (suite loading, in a worker thread)."""
-    frames = wire.encode({"op": op, "args": args})
+    frames = worker_protocol.encode({"op": op, "args": args})
     try:
         proc = subprocess.run(
             command(),

@@ -14,10 +14,15 @@ uids, that share nothing but one Unix socket in a per-check host directory:
 Results cross only as frames of ``codec``: fresh objects of exact builtin types, so an
 object that lies about equality, truth or its type never reaches the checker.
 
-``spec`` holds the host's request and result types, ``checkdir`` the per-check directory,
-``host`` runs one check. ``codec`` (the wire format), ``wire`` (paths, uids, messages),
-``proxy`` and ``trusted`` (the trusted side) and ``candidate`` are standard library only
-and are copied into the check directory, each side getting only its own modules.
+Owns: the host's request and result types (``spec``), the per-check directory
+(``checkdir``), running one check (``host``), and the two sides' code: the wire format
+(``codec``), the names both sides agree on (``boundary``: paths, uids, messages), the
+trusted side (``trusted``, ``proxy``) and the candidate side (``candidate``).
+
+May import: ``codec``, ``boundary``, ``proxy``, ``trusted`` and ``candidate`` the standard
+library and each other only (they are copied into the check directory, each side getting
+only its own modules); ``spec``, ``checkdir`` and ``host`` also the rest of ``sandbox``
+(engine, container, limits, run dir). Never ``daemon``.
 
 Why two containers and not two processes in one: another uid in the same container would
 need a launcher allowed to switch uids (capabilities the sandbox never grants), and would

@@ -22,7 +22,7 @@ if __name__ == "__main__":
     # make its own package importable the same way as on the host.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from sandbox.codecheck import codec, wire
+from sandbox.codecheck import boundary, codec
 
 TYPE_CHECKING = False  # not "from typing": that import alone costs milliseconds per start
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def _summary(exc: BaseException) -> tuple[str, str]:
         message = str(exc)
     except Exception:
         message = ""
-    return wire.builtin_exception_name(type(exc)), message[: wire.MESSAGE_CHARS]
+    return boundary.builtin_exception_name(type(exc)), message[: boundary.MESSAGE_CHARS]
 
 
 def _send(sock: socket.socket, message: tuple[Any, ...]) -> None:
@@ -105,9 +105,9 @@ def serve(sock: socket.socket, functions: dict[str, Callable[..., Any]]) -> None
 
 
 def main() -> None:
-    with open(wire.PROGRAM_FILE, encoding="utf-8") as file:
+    with open(boundary.PROGRAM_FILE, encoding="utf-8") as file:
         program = json.load(file)
-    sock = _connect(wire.SOCKET_PATH, time.monotonic() + float(program["connect_s"]))
+    sock = _connect(boundary.SOCKET_PATH, time.monotonic() + float(program["connect_s"]))
     sys.stdout = sys.stderr = _Discard()
     sys.stdin = io.StringIO()
     functions, hello = _load(program["source"], list(program["functions"]))

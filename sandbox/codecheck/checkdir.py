@@ -27,12 +27,12 @@ from typing import Any
 
 import anyio
 
-from sandbox.codecheck import wire
+from sandbox.codecheck import boundary
 from sandbox.rundir import PREFIX as RUN_PREFIX
 
 PREFIX = f"{RUN_PREFIX}check-"
 _PACKAGE = Path(__file__).resolve().parent
-_COMMON = ("codec.py", "wire.py")
+_COMMON = ("codec.py", "boundary.py")
 TRUSTED_FILES = (*_COMMON, "proxy.py", "trusted.py")
 CANDIDATE_FILES = (*_COMMON, "candidate.py")
 
@@ -63,11 +63,11 @@ def _make(parent: Path | None, trusted: dict[str, Any], candidate: dict[str, Any
     root = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
     try:
         made = CheckDir(root, root / "trusted", root / "candidate", root / "socket")
-        _side(made.trusted, TRUSTED_FILES, Path(wire.CHECK_FILE).name, trusted)
-        _side(made.candidate, CANDIDATE_FILES, Path(wire.PROGRAM_FILE).name, candidate)
+        _side(made.trusted, TRUSTED_FILES, Path(boundary.CHECK_FILE).name, trusted)
+        _side(made.candidate, CANDIDATE_FILES, Path(boundary.PROGRAM_FILE).name, candidate)
         made.socket.mkdir()
         try:
-            os.chown(made.socket, wire.TRUSTED_UID, wire.TRUSTED_UID)
+            os.chown(made.socket, boundary.TRUSTED_UID, boundary.TRUSTED_UID)
             made.socket.chmod(0o711)
         except PermissionError:
             made.socket.chmod(0o777)

@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 
-from sandbox.codecheck import wire
+from sandbox.codecheck import boundary
 from sandbox.codecheck.checkdir import check_dir
 from sandbox.codecheck.spec import CheckVerdict, CodeCheck
 from sandbox.container import (
@@ -46,7 +46,7 @@ GRACE_S = 10.0
 # After the trusted side reports a crashed candidate, how long to wait for the engine's
 # account of why (out of memory, output limit) to add to the detail.
 _CAUSE_S = 2.0
-_MODULE = f"{wire.CODE_DIR}/sandbox/codecheck"
+_MODULE = f"{boundary.CODE_DIR}/sandbox/codecheck"
 
 
 def _spec(
@@ -60,10 +60,10 @@ def _spec(
         command=["python3", "-I", "-B", "-u", f"{_MODULE}/{side}.py"],
         labels={**labels, ROLE: f"check-{side}"},
         limits=limits,
-        mounts=(ReadOnlyMount(code, wire.CODE_DIR),),
+        mounts=(ReadOnlyMount(code, boundary.CODE_DIR),),
         socket_dir=sockets,
         socket_writable=trusted,
-        uid=wire.TRUSTED_UID if trusted else wire.CANDIDATE_UID,
+        uid=boundary.TRUSTED_UID if trusted else boundary.CANDIDATE_UID,
         env=dict(BASE_ENV),
     )
 

@@ -15,7 +15,7 @@ import os
 import socket
 import time
 
-from sandbox.codecheck import codec, wire
+from sandbox.codecheck import boundary, codec
 
 TYPE_CHECKING = False  # not "from typing": that import alone costs milliseconds per start
 
@@ -130,7 +130,7 @@ class Channel:
         if message == ("ready",):
             return
         if len(message) == 3 and message[0] == "fail" and all(type(m) is str for m in message):
-            name = message[1] if message[1] in wire.EXCEPTIONS else "an exception"
+            name = message[1] if message[1] in boundary.EXCEPTIONS else "an exception"
             self.fail("error", f"the code did not load: {name}: {message[2][:200]}")
         self.fail("refused", "the candidate sent a message of unknown shape")
 
@@ -180,12 +180,12 @@ class Channel:
         if tag == "ok" and len(reply) == 2:
             return reply[1]
         if tag == "raise" and len(reply) == 3 and all(type(r) is str for r in reply):
-            kind = wire.EXCEPTIONS.get(reply[1])
+            kind = boundary.EXCEPTIONS.get(reply[1])
             if kind is None:
                 self.fail("refused", "the candidate raised something that is not an exception")
             if not issubclass(kind, Exception):
                 self.fail("error", f"the candidate raised {kind.__name__}")
-            rebuilt = _rebuild(kind, reply[2][: wire.MESSAGE_CHARS])
+            rebuilt = _rebuild(kind, reply[2][: boundary.MESSAGE_CHARS])
             if rebuilt is None:
                 self.fail("refused", f"the candidate's {kind.__name__} cannot be rebuilt")
             self.raised.append(rebuilt)

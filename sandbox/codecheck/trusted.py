@@ -23,7 +23,7 @@ if __name__ == "__main__":
     # Run directly with -I (no script directory on sys.path): import our own package.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from sandbox.codecheck import wire
+from sandbox.codecheck import boundary
 from sandbox.codecheck.proxy import Channel, proxy
 
 TYPE_CHECKING = False  # not "from typing": that import alone costs milliseconds per start
@@ -88,12 +88,12 @@ def judge(check: dict[str, Any], started: float) -> Verdict:
     # The candidate's container starting is the engine's time, not the program's: on a loaded
     # machine it can take seconds. The check's clock starts once the candidate connects, which
     # it does before loading the program (so a program that hangs while loading still times out).
-    conn = _accept(wire.SOCKET_PATH, started + float(check["connect_s"]))
+    conn = _accept(boundary.SOCKET_PATH, started + float(check["connect_s"]))
     if conn is None:
         return _verdict("timeout", "the candidate did not connect in time")
     deadline = time.monotonic() + float(check["timeout_s"])
     with conn:
-        if _peer_uid(conn) != wire.CANDIDATE_UID:
+        if _peer_uid(conn) != boundary.CANDIDATE_UID:
             return _verdict("refused", "a process of another user connected")
         channel = Channel(conn, deadline=deadline, call_timeout_s=float(check["call_timeout_s"]))
         escaped: BaseException | None = None
@@ -111,7 +111,7 @@ def main() -> None:
     started = time.monotonic()
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (for the process's life)
-    with open(wire.CHECK_FILE, encoding="utf-8") as file:
+    with open(boundary.CHECK_FILE, encoding="utf-8") as file:
         check = json.load(file)
     try:
         verdict = judge(check, started)

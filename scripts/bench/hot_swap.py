@@ -25,7 +25,7 @@ import anyio.to_thread
 from common import ROOT, SILENT_MODEL, bench_settings, machine, median
 
 from daemon.evaluation.runtime import eval_instance, open_runtime
-from daemon.lineage import Lineage
+from daemon.lineage import CandidateSource, Lineage, NewCandidate
 from daemon.live.harness import LiveHarness
 from daemon.patches import apply_proposal, parse_proposal
 from daemon.patches.model import Proposal
@@ -56,7 +56,16 @@ def _two_versions(lineage: Lineage, work: Path) -> None:
     proposal = parse_proposal(text)
     assert isinstance(proposal, Proposal), proposal
     applied = apply_proposal(lineage.path(seed), proposal, work / "tree")
-    cid = lineage.add_candidate(seed, "external", None, "fewer steps", applied.git_diff, text)
+    cid = lineage.add_candidate(
+        NewCandidate(
+            parent_id=seed.id,
+            source=CandidateSource.EXTERNAL,
+            proposer_model=None,
+            rationale="fewer steps",
+            patch=applied.git_diff,
+            raw=text,
+        )
+    )
     lineage.set_candidate(cid, "evaluating", "heldout")
     lineage.promote(cid, work / "tree", Verdict(decision="accept", stage="done", reason="bench"))
 

@@ -30,7 +30,7 @@ import anyio
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from daemon.cluster.executor import open_ray_executor  # noqa: E402
+from daemon.cluster.ray_executor import open_ray_executor  # noqa: E402
 from daemon.config.settings import ExecutorSettings  # noqa: E402
 from daemon.evaluation.executor import Executor, LocalExecutor, RayUnits  # noqa: E402
 from daemon.gateway.session import NoSuchTool  # noqa: E402

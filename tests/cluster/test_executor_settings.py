@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.cluster.executor import ray_address
+from daemon.cluster.ray_executor import ray_address
 from daemon.config.settings import ExecutorSettings, load_settings
 from daemon.errors import ConfigError
 

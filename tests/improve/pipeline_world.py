@@ -10,9 +10,9 @@ from typing import Any
 
 from daemon.config.policy import load_policy
 from daemon.evaluation.runtime import Runtime
-from daemon.improve import candidates
+from daemon.improve import intake
 from daemon.improve.pipeline import Pipeline
-from daemon.lineage import Lineage
+from daemon.lineage import CandidateSource, Lineage
 from daemon.suites import load_suite
 from daemon.suites.splits import split
 from daemon.verdict import Verdict
@@ -62,13 +62,13 @@ concurrency = 3
 {extra}"""
 
 
-async def submit(rt: Runtime, lineage: Lineage, text: str) -> tuple[candidates.Submitted, Any]:
+async def submit(rt: Runtime, lineage: Lineage, text: str) -> tuple[intake.Submitted, Any]:
     parent = lineage.current()
-    sub = candidates.record(
+    sub = intake.record(
         lineage,
         parent,
         text,
-        source="external",
+        source=CandidateSource.EXTERNAL,
         proposer_model=None,
         policy=rt.policy.get().patch,
         work_dir=rt.work_dir,

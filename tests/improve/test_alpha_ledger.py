@@ -15,7 +15,7 @@ from daemon.improve import alpha_ledger, briefing
 from daemon.improve.loop import ImprovementLoop, LoopControl
 from daemon.improve.procedure import block_for, empty_budget, rule_knobs, wanted_settings
 from daemon.improve.proposer import archive
-from daemon.lineage import Lineage
+from daemon.lineage import CandidateSource, Lineage, NewCandidate, Version
 from daemon.store import SCHEMA_VERSION, Store
 from daemon.verdict import GateResult, Verdict
 
@@ -120,6 +120,17 @@ def test_the_honesty_switch_also_removes_honesty_as_a_way_to_be_better() -> None
     assert off.weight_accuracy == pytest.approx(0.75) and off.honesty_bound == 1.0
 
 
+def _proposed(parent: Version, rationale: str) -> NewCandidate:
+    return NewCandidate(
+        parent_id=parent.id,
+        source=CandidateSource.PROPOSER,
+        proposer_model="m",
+        rationale=rationale,
+        patch="",
+        raw="raw",
+    )
+
+
 def _verdict(stage: str, gate: str, note: str) -> Verdict:
     measured = -0.3 if stage == "dev" else 0.731  # the held-out figure is the secret one
     g = GateResult(gate=gate, passed=False, measured=measured, threshold=0.5, note=note)
@@ -141,7 +152,7 @@ def test_the_proposer_learns_only_promoted_or_not_about_heldout_candidates(
     seed = lineage.init_seed(SEED)
 
     def add(rationale: str, stage: str, gate: str, note: str) -> int:
-        cid = lineage.add_candidate(seed, "proposer", "m", rationale, "", "raw")
+        cid = lineage.add_candidate(_proposed(seed, rationale))
         lineage.set_candidate(cid, "rejected", stage, _verdict(stage, gate, note))
         return cid
 
@@ -151,7 +162,7 @@ def test_the_proposer_learns_only_promoted_or_not_about_heldout_candidates(
     add("bad panel", "panel", "panel", "secret figures on the panel")
     # Stopped after its held-out test began in the ledger, before its stage moved on: the
     # ledger alone says it reached held-out.
-    cut = lineage.add_candidate(seed, "proposer", "m", "cut short", "", "raw")
+    cut = lineage.add_candidate(_proposed(seed, "cut short"))
     lineage.set_candidate(cut, "interrupted", "dev")
     _run(store, cut, "running")
     rt: Any = SimpleNamespace(store=store)

@@ -11,10 +11,10 @@ import pytest
 from daemon.config.policy import PatchPolicy
 from daemon.evaluation import results
 from daemon.evaluation.report import CoverageReport, TaskResult, build_report
-from daemon.improve import briefing, candidates
+from daemon.improve import briefing, intake
 from daemon.improve.proposer import archive, edit_protocol
 from daemon.improve.tried import TriedPrograms
-from daemon.lineage import Lineage, Version
+from daemon.lineage import CandidateSource, Lineage, NewCandidate, Version
 from daemon.patches.targets import find_targets
 from daemon.store import Store
 from daemon.verdict import GateResult, Verdict
@@ -43,12 +43,12 @@ def _propose(lineage: Lineage, parent: Version, work: Path, name: str, value: ob
     parsed = edit_protocol.to_proposal(reply, sources, find_targets(sources))
     tried = TriedPrograms(lineage)
     tried.refresh()
-    sub = candidates.record_parsed(
+    sub = intake.record_parsed(
         lineage,
         parent,
         parsed,
         reply,
-        source="proposer",
+        source=CandidateSource.PROPOSER,
         proposer_model=MODEL,
         policy=PatchPolicy(),
         work_dir=work,
@@ -132,7 +132,16 @@ def test_heldout_outcomes_reach_the_proposer_as_one_bit(
 
 def test_one_bit_even_while_interrupted_at_heldout(world: tuple[Store, Lineage, Version]) -> None:
     _, lineage, seed = world
-    cid = lineage.add_candidate(seed, "proposer", MODEL, "r", "", "raw")
+    cid = lineage.add_candidate(
+        NewCandidate(
+            parent_id=seed.id,
+            source=CandidateSource.PROPOSER,
+            proposer_model=MODEL,
+            rationale="r",
+            patch="",
+            raw="raw",
+        )
+    )
     lineage.set_candidate(cid, "interrupted", "heldout")
     cand = lineage.candidate(cid)
     assert briefing.reached_heldout(cand, set())
@@ -228,11 +237,11 @@ def test_no_change_to_the_program_is_refused(
     text = "Rationale: tidy.\n\nharness.py\n<<<<<<< SEARCH\nimport json\n=======\nimport json  # x\n>>>>>>> REPLACE\n"  # noqa: E501
     tried = TriedPrograms(lineage)
     tried.refresh()
-    sub = candidates.record(
+    sub = intake.record(
         lineage,
         seed,
         text,
-        source="external",
+        source=CandidateSource.EXTERNAL,
         proposer_model=None,
         policy=PatchPolicy(),
         work_dir=tmp_path / "work",

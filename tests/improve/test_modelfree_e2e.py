@@ -11,7 +11,7 @@ switching the others off in the policy:
 3. with provenance off as well, the sequential test would promote (every task solved), but
    the decoy re-run finds the wins survive a model answering other questions: rejected.
 
-The same candidate path as ``harnessctl propose`` (``candidates.record``, then the pipeline).
+The same candidate path as ``harnessctl propose`` (``intake.record``, then the pipeline).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import pytest
 
 from daemon.config.policy import load_policy
 from daemon.evaluation.runtime import policy_sha256
-from daemon.improve import candidates
+from daemon.improve import intake
 from daemon.improve.pipeline import Pipeline
 from daemon.lineage import Lineage
 from tests.improve.patches import IMPROVE
@@ -53,7 +53,7 @@ async def test_a_policy_edit_mid_candidate_does_not_reach_its_verdict(
         path = rt.policy.path
         lineage = Lineage(rt.store, tmp_path / "harnesses")
         lineage.init_seed(SEED)
-        sub = candidates.record(
+        sub = intake.record(
             lineage,
             lineage.current(),
             IMPROVE,

@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from daemon.lineage import Lineage
+from daemon.lineage import CandidateSource, Lineage, NewCandidate
 from daemon.lineage.fs import TMP_MARK, tree_hash
 from daemon.lineage.git import VERSION_TRAILER, GitHistory
 from daemon.patches import apply_proposal, parse_proposal
@@ -55,7 +55,14 @@ def make_candidate(lineage: Lineage, work: Path, *, evaluating: bool = True) -> 
     tree = Path(tempfile.mkdtemp(prefix="cand-", dir=work))
     applied = apply_proposal(lineage.path(parent), proposal, tree)
     cid = lineage.add_candidate(
-        parent, "proposer", "local:test-model", proposal.rationale, applied.git_diff, text
+        NewCandidate(
+            parent_id=parent.id,
+            source=CandidateSource.PROPOSER,
+            proposer_model="local:test-model",
+            rationale=proposal.rationale,
+            patch=applied.git_diff,
+            raw=text,
+        )
     )
     if evaluating:
         lineage.set_candidate(cid, "evaluating", "heldout")

@@ -11,7 +11,7 @@ import pytest
 from lineage_helpers import assert_consistent, make_candidate
 
 from daemon.errors import LineageError, UnknownRef
-from daemon.lineage import Lineage
+from daemon.lineage import CandidateSource, Lineage, NewCandidate
 from daemon.lineage.fs import tree_hash
 from daemon.lineage.git import GitHistory
 from daemon.patches.model import ParseFailure
@@ -137,10 +137,29 @@ def test_candidate_states(lineage: Lineage, seed_dir: Path, work: Path) -> None:
     with pytest.raises(LineageError, match="unknown candidate state 'done'"):
         lineage.set_candidate(cid, "done", "dev")  # type: ignore[arg-type]
     with pytest.raises(LineageError, match="source must be one of"):
-        lineage.add_candidate(seed, "someone", None, "", "", "")
+        lineage.add_candidate(
+            NewCandidate(
+                parent_id=seed.id,
+                source="someone",  # type: ignore[arg-type]
+                proposer_model=None,
+                rationale="",
+                patch="",
+                raw="",
+            )
+        )
     failure = parse_proposal("Looks fine to me.\nno patch here")
     assert isinstance(failure, ParseFailure)
-    unparseable = lineage.add_unparseable(seed, "proposer", "local:m", failure)
+    unparseable = lineage.add_unparseable(
+        NewCandidate(
+            parent_id=seed.id,
+            source=CandidateSource.PROPOSER,
+            proposer_model="local:m",
+            rationale=failure.rationale,
+            patch="",
+            raw=failure.raw,
+        ),
+        failure,
+    )
     recorded = lineage.candidate(unparseable)
     assert (recorded.state, recorded.stage, recorded.raw) == (
         "rejected",

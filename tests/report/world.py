@@ -8,12 +8,13 @@ candidate, and ledger rows over an hour. Every text a proposer or harness contro
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from daemon.evaluation import results
 from daemon.evaluation.report import CoverageReport, TaskResult, build_report
 from daemon.gateway import ledger
-from daemon.lineage import Lineage, Version
+from daemon.lineage import CandidateSource, Lineage, NewCandidate, Version
 from daemon.patches import apply_proposal, parse_proposal
 from daemon.patches.model import Proposal
 from daemon.providers.base import Usage
@@ -117,10 +118,16 @@ def build_world(tmp: Path) -> Store:
                 report = _report(run, model, split, solved[step - 1], version=parent.name)
                 _record(store, run, report, parent.id, None)
         diff, tree = _patch(lineage, parent, step, tmp)
-        good = lineage.add_candidate(
-            parent, "proposer", "scripted:proposer", HOSTILE, diff, HOSTILE
+        hostile = NewCandidate(
+            parent_id=parent.id,
+            source=CandidateSource.PROPOSER,
+            proposer_model="scripted:proposer",
+            rationale=HOSTILE,
+            patch=diff,
+            raw=HOSTILE,
         )
-        bad = lineage.add_candidate(parent, "proposer", "scripted:proposer", HOSTILE, "", HOSTILE)
+        good = lineage.add_candidate(hostile)
+        bad = lineage.add_candidate(replace(hostile, patch=""))
         for cid, won in ((good, solved[step]), (bad, set())):
             run = f"c{cid}-heldout"
             _record(

@@ -96,7 +96,7 @@ WORLD_CHECK = """
         assert seen["uid"] == seen["gid"] == 65534
         assert seen["code"] == ["program.json", "sandbox"]
         assert [p for p in seen["package"] if p.endswith(".py")] == [
-            "__init__.py", "candidate.py", "codec.py", "wire.py"]
+            "__init__.py", "boundary.py", "candidate.py", "codec.py"]
         # Not even listable when the host could give the folder to the trusted uid; and the
         # listener is gone once the candidate has connected.
         assert seen["shared"] in ([], "PermissionError"), seen["shared"]

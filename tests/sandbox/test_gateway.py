@@ -15,8 +15,8 @@ import pytest
 from anyio.abc import SocketStream
 
 from daemon.errors import ProviderError, SandboxError
+from daemon.gateway.guest_protocol import seal_ok
 from daemon.gateway.session import GatewayRecord, serve_gateway
-from daemon.gateway.wire import seal_ok
 from tests.sandbox.conftest import StandInModel, make_task
 
 pytestmark = [pytest.mark.anyio, pytest.mark.unit]

@@ -22,7 +22,7 @@ from daemon.suites.envworker import WorkerLimits
 from daemon.suites.mixed import MixedSuite
 from daemon.suites.toolenv import bfcl_data
 from daemon.suites.toolenv.bfcl_api import BfclWheel
-from daemon.suites.toolenv.bfcl_run import BfclEpisode, check, replay
+from daemon.suites.toolenv.bfcl_run import BfclSimulation, check, replay
 
 Calls = list[list[tuple[str, Any]]]
 _DOCS: dict[str, bfcl_data.Docs] = {}
@@ -129,7 +129,7 @@ def test_ground_truth_passes_on_every_fifth_task_of_every_category(wheel: BfclWh
 def test_tool_errors_are_results_and_private_names_are_not_tools(wheel: BfclWheel) -> None:
     task = _task(wheel, "multi_turn_base_0")
     docs = bfcl_data.load_func_docs(wheel.read)
-    episode = BfclEpisode(task, wheel.api_classes(task.involved_classes), docs)
+    episode = BfclSimulation(task, wheel.api_classes(task.involved_classes), docs)
     assert episode.call("not_a_tool", {}) == (
         "Error during execution: name 'not_a_tool' is not defined"
     )
@@ -152,7 +152,7 @@ def test_an_argument_the_api_keeps_cannot_rewrite_the_record(wheel: BfclWheel) -
         if "TwitterAPI" in t.involved_classes
     )
     docs = bfcl_data.load_func_docs(wheel.read)
-    episode = BfclEpisode(task, wheel.api_classes(task.involved_classes), docs)
+    episode = BfclSimulation(task, wheel.api_classes(task.involved_classes), docs)
     episode.call("authenticate_twitter", {"username": "u", "password": "p"})
     mentions = ["@a"]
     episode.call("post_tweet", {"content": "hi", "tags": [], "mentions": mentions})

@@ -7,11 +7,13 @@ protocol for small models (``edit_protocol``).
 
 The information rule, enforced by the import graph: the lineage-wide bound on false
 promotions holds only if the proposer learns nothing of held-out outcomes beyond "promoted"
-or "not promoted". So this package may import only ``patches``, ``providers.base``, the
-report types (``evaluation.report``, ``evaluation.coverage``), ``tasks`` and ``errors``
-(and what those import), and never a module that can reach held-out data: the store, the
-evaluations table, the lineage, the alpha ledger, the held-out stage, the runtime and its
-splits, the acceptance core. Everything it knows arrives as arguments built by
-:mod:`daemon.improve.briefing` (the information rule's one implementation) and the loop.
-``tests/test_layout.py`` checks the whole import closure.
+or "not promoted".
+
+May import: only ``patches``, ``providers.base``, the report types (``evaluation.report``,
+``evaluation.coverage``), ``tasks`` and ``errors`` (and what those import), and never a
+module that can reach held-out data: the store, the evaluations table, the lineage, the
+alpha ledger, the held-out stage, the runtime and its splits, the acceptance core.
+Everything it knows arrives as arguments built by :mod:`daemon.improve.briefing` (the
+information rule's one implementation) and the loop. ``tests/test_layout.py`` checks the
+whole import closure.
 """

@@ -30,7 +30,7 @@ from daemon.patches.operations import (
     SetConstant,
     apply_operation,
 )
-from daemon.patches.targets import Constant, Targets, Value
+from daemon.patches.targets import ConstantTarget, Targets, Value
 from daemon.patches.tree import render_git_diff
 
 RATIONALE_CHARS = 200
@@ -56,7 +56,7 @@ was already tried."""
 _FACTORS = (0.25, 0.5, 0.75, 1.5, 2.0, 4.0)
 
 
-def alternatives(constant: Constant) -> list[Value]:
+def alternatives(constant: ConstantTarget) -> list[Value]:
     """Values offered for a number or switch: a few steps either side of the current one."""
     value = constant.value
     if constant.kind == "bool":
@@ -76,7 +76,7 @@ def alternatives(constant: Constant) -> list[Value]:
     return []
 
 
-def _free_text(constant: Constant) -> dict[str, Any]:
+def _free_text(constant: ConstantTarget) -> dict[str, Any]:
     limit = TEXT_CHARS if constant.kind == "text" else CODE_CHARS
     return {"type": "string", "maxLength": limit}
 

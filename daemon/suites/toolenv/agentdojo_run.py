@@ -135,7 +135,7 @@ def _is_list_literal(text: str) -> bool:
         return False
 
 
-class AgentDojoEpisode:
+class AgentDojoSimulation:
     """One harness run of one user task, optionally with an injection task planted."""
 
     def __init__(

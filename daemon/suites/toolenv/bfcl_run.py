@@ -108,7 +108,7 @@ def replay(
 
 
 @dataclass(frozen=True)
-class Verdict:
+class MultiTurnCheckResult:
     valid: bool
     error_type: str | None = None
     message: str = ""
@@ -139,7 +139,9 @@ def _state_mismatch(model: Mapping[str, Any], truth: Mapping[str, Any]) -> str |
     return None
 
 
-def check(task: BfclTask, truth: Sequence[TurnRecord], records: Sequence[TurnRecord]) -> Verdict:
+def check(
+    task: BfclTask, truth: Sequence[TurnRecord], records: Sequence[TurnRecord]
+) -> MultiTurnCheckResult:
     """BFCL's multi-turn verdict (``multi_turn_checker`` and the runner's pre-checks).
 
     In BFCL's order: the number of turns must be the ground truth's (an episode that ended
@@ -153,7 +155,7 @@ def check(task: BfclTask, truth: Sequence[TurnRecord], records: Sequence[TurnRec
     The messages name no ground-truth value.
     """
     if len(records) != task.num_turns:
-        return Verdict(
+        return MultiTurnCheckResult(
             False,
             "multi_turn:force_terminated",
             f"{len(records)} of {task.num_turns} turns were answered",
@@ -164,14 +166,14 @@ def check(task: BfclTask, truth: Sequence[TurnRecord], records: Sequence[TurnRec
         if not gt.calls:
             continue
         if not mine.calls:
-            return Verdict(
+            return MultiTurnCheckResult(
                 False, "multi_turn:empty_turn_model_response", f"no tool call in turn {i}", i
             )
         if mine.snapshot is None or gt.snapshot is None:
             raise ValueError(f"turn {i} has no end state")
         cls = _state_mismatch(mine.snapshot, gt.snapshot)
         if cls is not None:
-            return Verdict(
+            return MultiTurnCheckResult(
                 False,
                 "multi_turn:instance_state_mismatch",
                 f"the state of {cls} after turn {i} differs from the expected state",
@@ -179,16 +181,16 @@ def check(task: BfclTask, truth: Sequence[TurnRecord], records: Sequence[TurnRec
             )
         missing = _missing(gt.results, results_so_far)
         if missing:
-            return Verdict(
+            return MultiTurnCheckResult(
                 False,
                 "multi_turn:execution_response_mismatch",
                 f"{len(missing)} expected result(s) of turn {i} never came back from a call",
                 i,
             )
-    return Verdict(True)
+    return MultiTurnCheckResult(True)
 
 
-class BfclEpisode:
+class BfclSimulation:
     """One harness run of one task: turns in order, calls recorded per turn.
 
     Turn 0 is open from the start (the task's prompt); ``next_turn`` closes the open turn

@@ -3,7 +3,7 @@
 Started by :mod:`daemon.suites.envworker` as ``python -s -P -B -c <boot>``; the boot code loads
 this folder as the package ``harnessd_toolenv`` and calls :func:`main`. The protocol runs
 on a private copy of stdout, and stdout itself is pointed at stderr, so nothing the
-simulated APIs print can corrupt a reply. Requests (see ``wire``):
+simulated APIs print can corrupt a reply. Requests (see ``worker_protocol``):
 
 * ``start`` ``{"kind": "bfcl"|"agentdojo", "memory_mb", "cpu_s", ...}``: set this process's
   limits, then build the episode (``bfcl``: ``wheel``, ``sha256``, ``cache_dir``,
@@ -25,13 +25,16 @@ import sys
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-from .wire import MAX_LINE, READY, encode
+from .worker_protocol import MAX_LINE, READY, encode
 
 # What a harness sees of one result; the checker keeps the whole text.
 RESULT_CHARS = 50_000
 
 
-class Episode(Protocol):
+class Simulation(Protocol):
+    """The worker's side of one episode: the simulated APIs themselves, run in this process
+    (the daemon's :class:`~daemon.suites.base.Episode` reaches it over the pipe)."""
+
     def call(self, name: str, arguments: Any) -> str: ...
     def record_timeout(self, name: str, arguments: Any, text: str) -> None: ...
     def next_turn(self) -> dict[str, Any]: ...
@@ -48,25 +51,27 @@ def _paths(args: dict[str, Any]) -> tuple[Path, str, Path]:
     return Path(args["wheel"]), str(args["sha256"]), Path(args["cache_dir"])
 
 
-def _start(args: dict[str, Any]) -> Episode:
+def _start(args: dict[str, Any]) -> Simulation:
     _limit(int(args["memory_mb"]), int(args["cpu_s"]))
     wheel, sha256, cache_dir = _paths(args)
     if args["kind"] == "bfcl":
         from .bfcl_api import BfclWheel
         from .bfcl_data import load_func_docs, load_tasks
-        from .bfcl_run import BfclEpisode
+        from .bfcl_run import BfclSimulation
 
         bfcl = BfclWheel(wheel, sha256, cache_dir)
         tasks = [t for t in load_tasks(bfcl.read, args["category"]) if t.id == args["task"]]
         if not tasks:
             raise ValueError(f"no task {args['task']!r} in {args['category']}")
         task = tasks[0]
-        return BfclEpisode(task, bfcl.api_classes(task.involved_classes), load_func_docs(bfcl.read))
+        return BfclSimulation(
+            task, bfcl.api_classes(task.involved_classes), load_func_docs(bfcl.read)
+        )
     if args["kind"] == "agentdojo":
-        from .agentdojo_run import AgentDojo, AgentDojoEpisode
+        from .agentdojo_run import AgentDojo, AgentDojoSimulation
 
         dojo = AgentDojo(wheel, sha256, cache_dir)
-        return AgentDojoEpisode(
+        return AgentDojoSimulation(
             dojo,
             args["suite"],
             args["user_task"],
@@ -84,7 +89,7 @@ def _catalogue(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _serve(out: BinaryIO, inp: BinaryIO) -> None:
-    episode: Episode | None = None
+    simulation: Simulation | None = None
     out.write(encode(READY))
     out.flush()
     while True:
@@ -96,24 +101,26 @@ def _serve(out: BinaryIO, inp: BinaryIO) -> None:
             op, args = request["op"], request.get("args") or {}
             value: Any
             if op == "start":
-                episode = _start(args)
+                simulation = _start(args)
                 value = "started"
             elif op == "catalogue":
                 value = _catalogue(args)
-            elif episode is None:
+            elif simulation is None:
                 raise RuntimeError(f"{op!r} before 'start'")
             elif op == "call":
-                text = episode.call(str(args["name"]), args.get("arguments"))
+                text = simulation.call(str(args["name"]), args.get("arguments"))
                 if len(text) > RESULT_CHARS:
                     text = text[:RESULT_CHARS] + f"... [{len(text) - RESULT_CHARS} more characters]"
                 value = {"text": text}
             elif op == "record_timeout":
-                episode.record_timeout(str(args["name"]), args.get("arguments"), str(args["text"]))
+                simulation.record_timeout(
+                    str(args["name"]), args.get("arguments"), str(args["text"])
+                )
                 value = None
             elif op == "next_turn":
-                value = episode.next_turn()
+                value = simulation.next_turn()
             elif op == "finish":
-                value = episode.finish(args.get("output"))
+                value = simulation.finish(args.get("output"))
             else:
                 raise ValueError(f"unknown op {op!r}")
             reply = encode({"ok": True, "value": value})

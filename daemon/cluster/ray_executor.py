@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from daemon.cluster.client import Agent
+from daemon.cluster.driver_process import DriverProcess
 from daemon.config.settings import ExecutorSettings
 from daemon.errors import ClusterUnavailable, ConfigError, SandboxError
 from daemon.gateway.front import GatewayFront, open_front
@@ -80,25 +80,25 @@ class RayExecutor:
         self._work_dir = work_dir
         self._emit = emit
         self._tg = tg
-        self._agent: Agent | None = None
-        self._agent_lock = anyio.Lock()
-        self._sent: OrderedDict[str, None] = OrderedDict()  # tree digests the agent holds
+        self._driver: DriverProcess | None = None
+        self._driver_lock = anyio.Lock()
+        self._sent: OrderedDict[str, None] = OrderedDict()  # tree digests the driver holds
         self.front: GatewayFront | None = None
         self.last_capacity = 0
         self.requeued = 0
 
-    async def agent(self) -> Agent:
-        async with self._agent_lock:
-            if self._agent is None or self._agent.gone is not None:
-                if self._agent is not None:
-                    await self._agent.aclose()
-                self._agent, self._sent = None, OrderedDict()
+    async def driver(self) -> DriverProcess:
+        async with self._driver_lock:
+            if self._driver is None or self._driver.gone is not None:
+                if self._driver is not None:
+                    await self._driver.aclose()
+                self._driver, self._sent = None, OrderedDict()
                 log_path = self._work_dir / "ray-driver.log"
-                self._agent = await Agent.start(self.address, log_path, self._tg)
-            return self._agent
+                self._driver = await DriverProcess.start(self.address, log_path, self._tg)
+            return self._driver
 
     async def status(self) -> dict[str, Any]:
-        status = await (await self.agent()).call("status")
+        status = await (await self.driver()).call("status")
         self.last_capacity = int(status.get("capacity", 0))
         return status
 
@@ -120,14 +120,14 @@ class RayExecutor:
         Read every time (a few small files): a candidate's tree can change in place."""
         tree = await anyio.to_thread.run_sync(read_tree, folder)
         digest = tree_digest(tree)
-        agent = await self.agent()
+        driver = await self.driver()
         if digest not in self._sent:
             files = [[p, base64.b64encode(b).decode()] for p, b in tree]
-            await agent.call("tree", digest=digest, files=files)
+            await driver.call("tree", digest=digest, files=files)
             self._sent[digest] = None
             while len(self._sent) > TREES_KEPT:
                 old, _ = self._sent.popitem(last=False)
-                await agent.submit({"op": "forget", "digest": old}, reply=False)
+                await driver.submit({"op": "forget", "digest": old}, reply=False)
         self._sent.move_to_end(digest)
         return digest
 
@@ -197,9 +197,9 @@ class RayExecutor:
         raise SandboxError(f"a unit failed on the Ray cluster: {error}")
 
     async def _run_once(self, spec: dict[str, Any]) -> dict[str, Any]:
-        agent = await self.agent()
-        rid = agent.next_id("u")
-        slot = await agent.submit({"op": "run", "id": rid, "spec": spec})
+        driver = await self.driver()
+        rid = driver.next_id("u")
+        slot = await driver.submit({"op": "run", "id": rid, "spec": spec})
         try:
             while True:
                 with anyio.move_on_after(WATCH_S):
@@ -209,12 +209,12 @@ class RayExecutor:
             # No Ray-level cancel: it interrupts the node's worker wherever it is, clean-up
             # included. Leaving the session (the caller's next step) revokes the capability
             # and ends the lease, and the node stops the container in order.
-            agent.forget(rid)
+            driver.forget(rid)
             raise
 
     async def aclose(self) -> None:
-        if self._agent is not None:
-            await self._agent.aclose()
+        if self._driver is not None:
+            await self._driver.aclose()
 
 
 @asynccontextmanager

@@ -14,11 +14,11 @@ from __future__ import annotations
 import secrets
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from daemon.config.policy import PatchPolicy
-from daemon.lineage import Lineage, Version
+from daemon.lineage import CandidateSource, Lineage, NewCandidate, Version
 from daemon.patches import (
     AppliedPatch,
     ParseFailure,
@@ -85,7 +85,7 @@ def record(
     parent: Version,
     text: str,
     *,
-    source: str,
+    source: CandidateSource,
     proposer_model: str | None,
     policy: PatchPolicy,
     work_dir: Path,
@@ -116,7 +116,7 @@ def record_parsed(
     parsed: Proposal | ParseFailure | PatchRejected,
     raw: str,
     *,
-    source: str,
+    source: CandidateSource,
     proposer_model: str | None,
     policy: PatchPolicy,
     work_dir: Path,
@@ -126,25 +126,32 @@ def record_parsed(
     """:func:`record` for a proposal parsed already (the edit-operation protocol makes one
     from its JSON; ``PatchRejected``: an operation that could not be carried out). ``raw``
     is kept as what the proposer wrote."""
+    new = NewCandidate(
+        parent_id=parent.id,
+        source=source,
+        proposer_model=proposer_model,
+        rationale=rationale[:RATIONALE_LIMIT],
+        patch="",
+        raw=raw,
+    )
     if isinstance(parsed, ParseFailure):
         why = (rationale or parsed.rationale)[:RATIONALE_LIMIT]
-        cid = lineage.add_unparseable(parent, source, proposer_model, parsed, why)
+        cid = lineage.add_unparseable(replace(new, rationale=why, raw=parsed.raw), parsed)
         return Submitted(cid, False, f"unparseable: {parsed.reason}", "")
     if isinstance(parsed, PatchRejected):
-        return _rejected(lineage, parent, source, proposer_model, rationale, "", raw, parsed.reason)
-    why = (rationale or parsed.rationale)[:RATIONALE_LIMIT]
+        return _rejected(lineage, new, parsed.reason)
+    new = replace(new, rationale=(rationale or parsed.rationale)[:RATIONALE_LIMIT])
     work_dir.mkdir(parents=True, exist_ok=True)
     pending = work_dir / f"pending-{secrets.token_hex(6)}"
     try:
         result = _apply_checked(parsed, lineage.path(parent), policy, pending / TREE)
         if isinstance(result, PatchRejected):
-            return _rejected(lineage, parent, source, proposer_model, why, "", raw, result.reason)
+            return _rejected(lineage, new, result.reason)
+        new = replace(new, patch=result.git_diff)
         refused = screen(result.dest_dir) if screen is not None else None
         if refused is not None:
-            return _rejected(
-                lineage, parent, source, proposer_model, why, result.git_diff, raw, refused
-            )
-        cid = lineage.add_candidate(parent, source, proposer_model, why, result.git_diff, raw)
+            return _rejected(lineage, new, refused)
+        cid = lineage.add_candidate(new)
         final = candidate_dir(work_dir, cid)
         shutil.rmtree(final, ignore_errors=True)  # ids only grow: a leftover of a crash
         pending.rename(final)
@@ -153,29 +160,10 @@ def record_parsed(
         shutil.rmtree(pending, ignore_errors=True)
 
 
-def _rejected(
-    lineage: Lineage,
-    parent: Version,
-    source: str,
-    proposer_model: str | None,
-    rationale: str,
-    patch: str,
-    raw: str,
-    reason: str,
-) -> Submitted:
+def _rejected(lineage: Lineage, new: NewCandidate, reason: str) -> Submitted:
     verdict = Verdict(decision="reject", stage="static", reason=reason)
-    cid = lineage.add_candidate(
-        parent,
-        source,
-        proposer_model,
-        rationale[:RATIONALE_LIMIT],
-        patch,
-        raw,
-        state="rejected",
-        stage="static",
-        verdict=verdict,
-    )
-    return Submitted(cid, False, reason, patch)
+    cid = lineage.add_candidate(new, state="rejected", stage="static", verdict=verdict)
+    return Submitted(cid, False, reason, new.patch)
 
 
 def materialise(lineage: Lineage, candidate_id: int, work_dir: Path) -> Path:

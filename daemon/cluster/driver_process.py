@@ -1,9 +1,9 @@
-"""The daemon's side of the Ray driver process (:mod:`daemon.cluster.agent`).
+"""The daemon's side of the Ray driver process (:mod:`daemon.cluster.ray_driver`).
 
 One request per line on its stdin, replies matched by id as they come back on its
 stdout. The process ending (Ray exits it when the head goes) fails every request waiting,
-and every later one, with :class:`~daemon.errors.ClusterUnavailable` until a new agent is
-started (:meth:`Agent.start`).
+and every later one, with :class:`~daemon.errors.ClusterUnavailable` until a new driver is
+started (:meth:`DriverProcess.start`).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ STOP_S = 10.0
 
 
 @dataclass
-class Slot:
-    """A reply on its way: ``value`` None with ``done`` set means the agent is gone."""
+class PendingReply:
+    """A reply on its way: ``value`` None with ``done`` set means the driver is gone."""
 
     done: anyio.Event = field(default_factory=anyio.Event)
     value: dict[str, Any] | None = None
@@ -42,44 +42,44 @@ class Slot:
         return self.value
 
 
-class Agent:
+class DriverProcess:
     def __init__(self, proc: Process, log: IO[bytes], address: str) -> None:
         self._proc = proc
         self._log = log
         self.address = address
         self._reader = LineReader(_stdout(proc), MAX_REPLY)
-        self._waiting: dict[str, Slot] = {}
+        self._waiting: dict[str, PendingReply] = {}
         self._send_lock = anyio.Lock()
         self.gone: str | None = None
         self._serial = 0
 
     @classmethod
-    async def start(cls, address: str, log_path: Path, tg: TaskGroup) -> Agent:
+    async def start(cls, address: str, log_path: Path, tg: TaskGroup) -> DriverProcess:
         """Start a driver connected to ``address``; raise ClusterUnavailable if it cannot."""
         log = log_path.open("ab")
         env = {**os.environ, "RAY_ADDRESS": address}
         # Give up on a lost head in seconds (Ray's default is a minute of retries).
         env.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", "10")
         proc = await anyio.open_process(
-            [sys.executable, "-m", "daemon.cluster.agent", address],
+            [sys.executable, "-m", "daemon.cluster.ray_driver", address],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,
             env=env,
         )
-        agent = cls(proc, log, address)
+        driver = cls(proc, log, address)
         try:
             first: dict[str, Any] | FrameError | None = None
             with anyio.move_on_after(INIT_S):
-                first = await agent._reader.read()
+                first = await driver._reader.read()
             if not isinstance(first, dict) or not first.get("ok"):
                 why = first.get("error") if isinstance(first, dict) else "no answer"
                 raise ClusterUnavailable(f"cannot connect to the Ray cluster at {address}: {why}")
         except BaseException:
-            await agent.aclose()
+            await driver.aclose()
             raise
-        tg.start_soon(agent._pump)
-        return agent
+        tg.start_soon(driver._pump)
+        return driver
 
     def next_id(self, prefix: str) -> str:
         self._serial += 1
@@ -101,11 +101,11 @@ class Agent:
                 slot.done.set()
             self._waiting.clear()
 
-    async def submit(self, message: dict[str, Any], *, reply: bool = True) -> Slot:
-        """Send ``message`` (its ``id`` set when a reply is wanted); the slot to wait on."""
+    async def submit(self, message: dict[str, Any], *, reply: bool = True) -> PendingReply:
+        """Send ``message`` (its ``id`` set when a reply is wanted); the reply to wait on."""
         if self.gone is not None:
             raise ClusterUnavailable(f"{self.gone}; the cluster at {self.address} is unavailable")
-        slot = Slot()
+        slot = PendingReply()
         if reply:
             self._waiting[str(message["id"])] = slot
         try:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from daemon.errors import BadRequest
-from daemon.live import labels, requests
+from daemon.live import private_suites, requests
 from daemon.providers.base import Message, ToolSpec
 from daemon.store import Store
 from daemon.suites.filesuite import FileSuite
@@ -56,7 +56,7 @@ async def test_a_labelled_request_is_a_task_of_the_exported_suite(
         tools=[WEATHER],
     )
     second = _served(store, tools, [{"name": "get_weather", "arguments": {"city": "Bergen"}}])
-    out = labels.label(
+    out = private_suites.label(
         store,
         folder,
         request_id=first,
@@ -65,7 +65,7 @@ async def test_a_labelled_request_is_a_task_of_the_exported_suite(
         check={"type": "exact", "casefold": True},
     )
     assert out["task"] == f"request-{first}" and out["tasks"] == 1
-    labels.label(
+    private_suites.label(
         store,
         folder,
         request_id=second,
@@ -74,7 +74,7 @@ async def test_a_labelled_request_is_a_task_of_the_exported_suite(
         expected=[{"name": "get_weather", "arguments": {"city": ["Oslo"]}}],
         check={"type": "calls"},
     )
-    exported = labels.export(folder, "team")
+    exported = private_suites.export(folder, "team")
     assert exported["tasks"] == 2 and exported["name"].startswith("file:team@")
     lines = [json.loads(line) for line in exported["text"].splitlines()]
     assert lines[0]["prompt"] == "Capital of Peru?" and lines[0]["expected"] == "Lima"
@@ -96,7 +96,7 @@ def test_labels_are_checked_before_they_are_written(store: Store, tmp_path: Path
     folder = tmp_path / "suites"
     request = _served(store, _ask("7 + 5?"), "12")
     with pytest.raises(BadRequest, match="key 'expected': a 'number' check needs a number"):
-        labels.label(
+        private_suites.label(
             store,
             folder,
             request_id=request,
@@ -105,34 +105,36 @@ def test_labels_are_checked_before_they_are_written(store: Store, tmp_path: Path
             check={"type": "number"},
         )
     with pytest.raises(BadRequest, match=r"key 'check\.type'"):
-        labels.label(
+        private_suites.label(
             store, folder, request_id=request, suite="s", expected=1, check={"type": "close"}
         )
     with pytest.raises(BadRequest, match="key 'tools': a 'calls' check needs the tools"):
-        labels.label(
+        private_suites.label(
             store, folder, request_id=request, suite="s", expected=[], check={"type": "calls"}
         )
     with pytest.raises(BadRequest, match="no request 99"):
-        labels.label(store, folder, request_id=99, suite="s", expected=1, check={"type": "number"})
+        private_suites.label(
+            store, folder, request_id=99, suite="s", expected=1, check={"type": "number"}
+        )
     running = _served(store, _ask("still going"), None, done=False)
     with pytest.raises(BadRequest, match="still being served"):
-        labels.label(
+        private_suites.label(
             store, folder, request_id=running, suite="s", expected="x", check={"type": "exact"}
         )
     with pytest.raises(BadRequest, match=r"suite name '\.\./x'"):
-        labels.label(
+        private_suites.label(
             store, folder, request_id=request, suite="../x", expected=12, check={"type": "number"}
         )
     assert not folder.exists()  # nothing was written
-    labels.label(
+    private_suites.label(
         store, folder, request_id=request, suite="s", expected=12, check={"type": "number"}
     )
     with pytest.raises(BadRequest, match="already has a task 'request-1'"):
-        labels.label(
+        private_suites.label(
             store, folder, request_id=request, suite="s", expected=12, check={"type": "number"}
         )
     with pytest.raises(BadRequest, match=r"no labelled suite 'other'; suites: s"):
-        labels.export(folder, "other")
+        private_suites.export(folder, "other")
     (folder / "s.jsonl").write_text('{"id": "broken"}\n')
     with pytest.raises(BadRequest, match=r"s\.jsonl:1: key 'prompt': missing"):
-        labels.export(folder, "s")
+        private_suites.export(folder, "s")

@@ -1,4 +1,4 @@
-"""The Ray driver, as a child process of the daemon: ``python -m daemon.cluster.agent ADDRESS``.
+"""The Ray driver, as a child process of the daemon: ``python -m daemon.cluster.ray_driver ADDR``.
 
 Requests arrive on stdin and replies leave on stdout, one JSON object per line (the daemon
 is the only peer; this process trusts it and nothing else). Ray's own output goes to
@@ -73,7 +73,7 @@ def _cause(exc: ray.exceptions.RayTaskError) -> BaseException | None:
     return cause if isinstance(cause, BaseException) else None
 
 
-class Agent:
+class RayDriver:
     def __init__(self, out: Any) -> None:
         self.out = out
         self.trees: dict[str, ray.ObjectRef[Tree]] = {}
@@ -119,7 +119,7 @@ class Agent:
         self.reply({"id": rid, **result})
 
 
-async def serve(agent: Agent) -> None:
+async def serve(driver: RayDriver) -> None:
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue[str | None] = asyncio.Queue()
 
@@ -128,13 +128,13 @@ async def serve(agent: Agent) -> None:
             loop.call_soon_threadsafe(lines.put_nowait, line)
         loop.call_soon_threadsafe(lines.put_nowait, None)
 
-    threading.Thread(target=read, daemon=True, name="agent-stdin").start()
+    threading.Thread(target=read, daemon=True, name="driver-stdin").start()
     while (line := await lines.get()) is not None:
         try:
             request = json.loads(line)
         except ValueError:
             continue
-        await agent.handle(request)
+        await driver.handle(request)
 
 
 def main() -> int:
@@ -154,7 +154,7 @@ def main() -> int:
         return 3
     out.write(json.dumps({"id": "init", "ok": True}) + "\n")
     out.flush()
-    asyncio.run(serve(Agent(out)))
+    asyncio.run(serve(RayDriver(out)))
     return 0
 
 
