@@ -32,7 +32,7 @@ import anyio.to_thread
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -81,7 +81,8 @@ CREATE TABLE IF NOT EXISTS candidates (
     raw TEXT NOT NULL,
     state TEXT NOT NULL,
     stage TEXT NOT NULL,
-    verdict TEXT
+    verdict TEXT,
+    base_candidate_id INTEGER REFERENCES candidates(id)
 );
 CREATE TABLE IF NOT EXISTS evaluations (
     id INTEGER PRIMARY KEY,
@@ -146,6 +147,15 @@ MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
             "ledger",
             "estimated",
             "ALTER TABLE ledger ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0",
+        ),
+    ],
+    # 3: a candidate's tree parent (the earlier candidate it was built on; NULL: the
+    # version it is tested against), recorded apart from that version.
+    3: [
+        (
+            "candidates",
+            "base_candidate_id",
+            "ALTER TABLE candidates ADD COLUMN base_candidate_id INTEGER REFERENCES candidates(id)",
         ),
     ],
 }

@@ -68,6 +68,15 @@ class ProposerPolicy(_Closed):
     # Proposals sampled per cycle (same prompt, fresh seeds) until one passes the static
     # stage; each is recorded as a candidate.
     samples: Annotated[int, Field(ge=1, le=32)] = 4
+    # The tree a proposal builds on: "live" (the live version, always) or "thompson"
+    # (Thompson sampling over the live version and its candidates by dev results only, so
+    # a near-miss can be a stepping stone). Either way the held-out test compares the new
+    # candidate with the live version.
+    search: Literal["live", "thompson"] = "thompson"
+    # The text protocol's context budget: full transcripts of the failed dev tasks, then
+    # the archive with each earlier candidate's diff and dev results, within about this
+    # many tokens (the operations protocol keeps its compact prompt and archive_tokens).
+    context_tokens: Annotated[int, Field(ge=0, le=200_000)] = 12_000
 
 
 _BUILTIN_SUITE_RE = re.compile(SUITE_PATTERN)

@@ -85,6 +85,11 @@ def _version_json(v: Version) -> dict[str, Any]:
     }
 
 
+def _base(candidate_id: int | None) -> str | None:
+    """A candidate's tree parent as shown: the candidate it was built on (None: its version)."""
+    return None if candidate_id is None else f"c{candidate_id}"
+
+
 def _score(r: EvalReport) -> dict[str, Any]:
     return {
         "model": r.model,
@@ -206,6 +211,7 @@ class ControlApi:
             {
                 "id": c.id,
                 "parent": self._name(c.parent_version_id),
+                "base": _base(c.base_candidate_id),
                 "state": c.state,
                 "stage": c.stage,
                 "source": c.source,
@@ -248,6 +254,7 @@ class ControlApi:
                 "state": c.state,
                 "stage": c.stage,
                 "parent": self._name(c.parent_version_id),
+                "base": _base(c.base_candidate_id),
                 "source": c.source,
                 "proposer_model": c.proposer_model,
                 "rationale": c.rationale,

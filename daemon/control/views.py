@@ -124,11 +124,16 @@ def _lineage(r: dict[str, Any], c: Console) -> None:
         )
     cands = r.get("candidates", [])
     if cands:
-        t = Table("cand", "parent", "state", "stage", "source", "rationale", "verdict")
+        # "tested on" is the version its held-out test compares against; "built on" its
+        # tree parent (the candidate whose tree it changed, or that version itself).
+        t = Table(
+            "cand", "tested on", "built on", "state", "stage", "source", "rationale", "verdict"
+        )
         for x in cands:
             t.add_row(
                 f"c{x['id']}",
                 x["parent"],
+                x.get("base") or x["parent"],
                 x["state"],
                 x["stage"],
                 x["source"],
@@ -139,7 +144,7 @@ def _lineage(r: dict[str, Any], c: Console) -> None:
 
 
 def _show(r: dict[str, Any], c: Console) -> None:
-    for key in ("name", "kind", "state", "parent", "source", "proposer_model", "rationale"):
+    for key in ("name", "kind", "state", "parent", "base", "source", "proposer_model", "rationale"):
         if r.get(key) is not None:
             c.print(f"[bold]{key}:[/] {_escape(str(r[key]))}")
     verdict = r.get("verdict")

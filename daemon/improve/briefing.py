@@ -23,6 +23,7 @@ from collections.abc import Collection
 from daemon.evaluation import results
 from daemon.evaluation.report import EvalReport
 from daemon.improve.proposer.archive import ArchiveEntry
+from daemon.improve.proposer.search import Node
 from daemon.lineage import Candidate, Lineage, Version
 from daemon.store import Store
 
@@ -102,9 +103,45 @@ def archive_entries(
                 dev=found.get("dev"),
                 parent_dev=parents[pid],
                 repeats=repeats.get(cand.id, []),
+                base_id=cand.base_candidate_id,
             )
         )
     return entries
+
+
+def search_nodes(
+    lineage: Lineage,
+    store: Store,
+    live: Version,
+    live_dev: EvalReport,
+    *,
+    considered: int = 200,
+) -> tuple[list[Node], dict[int, EvalReport]]:
+    """The trees the next proposal may build on, with their dev results: the live version
+    and each of its candidates that finished a dev run on the same tasks with the same model
+    as ``live_dev`` (blocking: call it in a worker thread). Returns the nodes and each
+    candidate's dev report (the prompt shows the chosen base's failures).
+
+    Dev evidence only: whether a candidate reached the held-out stage, and everything it
+    measured there, plays no part (``results.proposer_reports`` never returns a held-out
+    report), so choosing a base tells the proposer nothing the information rule withholds.
+    """
+    wanted = sorted(t.id for t in live_dev.tasks)
+    cands = [
+        c
+        for c in lineage.candidates(parent=live, limit=considered)
+        if c.patch and c.state != "accepted"
+    ]
+    reports = results.proposer_reports(store, [c.id for c in cands])
+    nodes = [Node(None, sum(t.passed for t in live_dev.tasks), live_dev.n)]
+    devs: dict[int, EvalReport] = {}
+    for cand in sorted(cands, key=lambda c: c.id):
+        dev = reports.get(cand.id, {}).get("dev")
+        if dev is None or dev.model != live_dev.model or sorted(t.id for t in dev.tasks) != wanted:
+            continue
+        devs[cand.id] = dev
+        nodes.append(Node(cand.id, sum(t.passed for t in dev.tasks), dev.n))
+    return nodes, devs
 
 
 def _latest_dev(store: Store, version_id: int, model: str) -> EvalReport | None:

@@ -29,6 +29,7 @@ from daemon.patches import (
     parse_proposal,
     static_check,
 )
+from daemon.patches.tree import diff_trees
 from daemon.verdict import Verdict
 
 RATIONALE_LIMIT = 2000
@@ -42,6 +43,15 @@ class Submitted:
     reason: str  # why it was rejected at stage 1, or "" when it goes on
     git_diff: str
     tree: Path | None = None  # the candidate's applied tree, when it goes on
+
+
+@dataclass(frozen=True)
+class Base:
+    """The tree a proposal was written against when that is not the parent version's: an
+    earlier candidate of the parent (``candidate_id``), materialised at ``tree``."""
+
+    candidate_id: int
+    tree: Path
 
 
 def candidate_dir(work_dir: Path, candidate_id: int) -> Path:
@@ -122,10 +132,15 @@ def record_parsed(
     work_dir: Path,
     rationale: str = "",
     screen: Screen | None = None,
+    base: Base | None = None,
 ) -> Submitted:
     """:func:`record` for a proposal parsed already (the edit-operation protocol makes one
     from its JSON; ``PatchRejected``: an operation that could not be carried out). ``raw``
-    is kept as what the proposer wrote."""
+    is kept as what the proposer wrote.
+
+    With ``base``, the proposal applies to that candidate's tree; the static stage checks
+    the proposal's own edit, and the recorded patch is the whole change from ``parent``
+    (the version the held-out test compares against, and the one promotion checks)."""
     new = NewCandidate(
         parent_id=parent.id,
         source=source,
@@ -133,6 +148,7 @@ def record_parsed(
         rationale=rationale[:RATIONALE_LIMIT],
         patch="",
         raw=raw,
+        base_id=None if base is None else base.candidate_id,
     )
     if isinstance(parsed, ParseFailure):
         why = (rationale or parsed.rationale)[:RATIONALE_LIMIT]
@@ -144,10 +160,18 @@ def record_parsed(
     work_dir.mkdir(parents=True, exist_ok=True)
     pending = work_dir / f"pending-{secrets.token_hex(6)}"
     try:
-        result = _apply_checked(parsed, lineage.path(parent), policy, pending / TREE)
+        start = lineage.path(parent) if base is None else base.tree
+        result = _apply_checked(parsed, start, policy, pending / TREE)
         if isinstance(result, PatchRejected):
             return _rejected(lineage, new, result.reason)
-        new = replace(new, patch=result.git_diff)
+        whole = (
+            result.git_diff if base is None else diff_trees(lineage.path(parent), result.dest_dir)
+        )
+        new = replace(new, patch=whole)
+        if not whole:
+            return _rejected(
+                lineage, new, f"undoes its base c{new.base_id}: no change to {parent.name}"
+            )
         refused = screen(result.dest_dir) if screen is not None else None
         if refused is not None:
             return _rejected(lineage, new, refused)
@@ -155,7 +179,7 @@ def record_parsed(
         final = candidate_dir(work_dir, cid)
         shutil.rmtree(final, ignore_errors=True)  # ids only grow: a leftover of a crash
         pending.rename(final)
-        return Submitted(cid, True, "", result.git_diff, final / TREE)
+        return Submitted(cid, True, "", whole, final / TREE)
     finally:
         shutil.rmtree(pending, ignore_errors=True)
 
@@ -178,3 +202,12 @@ def materialise(lineage: Lineage, candidate_id: int, work_dir: Path) -> Path:
     folder.mkdir(parents=True)
     parent = lineage.get(cand.parent_version_id)
     return apply_git_diff(lineage.path(parent), cand.patch, tree).dest_dir
+
+
+def materialise_base(lineage: Lineage, candidate_id: int, scratch: Path) -> Path:
+    """A candidate's tree (its parent version plus its recorded patch) in a fresh folder
+    under ``scratch``, for a proposal to build on; the caller removes ``scratch``."""
+    cand = lineage.candidate(candidate_id)
+    parent = lineage.get(cand.parent_version_id)
+    dest = scratch / f"base-c{candidate_id}-{secrets.token_hex(4)}" / TREE
+    return apply_git_diff(lineage.path(parent), cand.patch, dest).dest_dir

@@ -10,10 +10,13 @@ the event log each time it starts or stops waiting.
 from __future__ import annotations
 
 import logging
+import random
 import secrets
+import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -32,7 +35,14 @@ from daemon.improve.pipeline import Pipeline
 from daemon.improve.power_report import current_row, next_candidate_line
 from daemon.improve.procedure import wanted_settings
 from daemon.improve.proposer import archive, edit_protocol
-from daemon.improve.proposer.prompt import FailedTask, build_prompt, proposal_request
+from daemon.improve.proposer.prompt import (
+    FailedTask,
+    build_prompt,
+    failures_within,
+    proposal_request,
+    tokens_of,
+)
+from daemon.improve.proposer.search import choose_base
 from daemon.improve.tried import TriedPrograms
 from daemon.lineage import CandidateSource, Lineage, Version
 from daemon.patches import ParseFailure, PatchRejected, Proposal, parse_proposal
@@ -73,11 +83,17 @@ class LoopControl:
 class Ask:
     """One prompt to the proposer, sampled once or more."""
 
-    parent: Version
+    parent: Version  # the live version: what the candidate is tested against
     model: MeteredModel
     messages: list[Message]
-    sources: dict[str, str]
+    sources: dict[str, str]  # the base's
     targets: Targets | None  # the edit-operation protocol's; None: free text
+    # The earlier candidate of ``parent`` the proposal builds on (None: ``parent`` itself).
+    base: intake.Base | None = None
+
+    @property
+    def base_name(self) -> str:
+        return self.parent.name if self.base is None else f"c{self.base.candidate_id}"
 
 
 class ImprovementLoop:
@@ -87,6 +103,9 @@ class ImprovementLoop:
         self.control = control
         self.pipeline = Pipeline(rt, lineage, control.set_activity)
         self.tried = TriedPrograms(lineage)
+        # Draws for the choice of base (a search heuristic, not a statistical test: its
+        # randomness needs no secrecy).
+        self.rng = random.Random(secrets.randbits(64))
 
     async def _sleep_or_poke(self, seconds: float) -> None:
         with anyio.move_on_after(seconds):
@@ -247,6 +266,7 @@ class ImprovementLoop:
         model: str | None,
         rationale: str = "",
         run_id: str = "",
+        base: intake.Base | None = None,
     ) -> intake.Submitted:
         policy = self.rt.policy.get()
 
@@ -263,6 +283,7 @@ class ImprovementLoop:
                 work_dir=self.rt.work_dir,
                 rationale=rationale,
                 screen=lambda tree: self.tried.screen(parent, tree),
+                base=base,
             )
 
         sub = await anyio.to_thread.run_sync(record)
@@ -278,10 +299,12 @@ class ImprovementLoop:
                 stage="static",
             )
             return sub
+        built = "" if base is None else f", built on c{base.candidate_id}"
         await self.rt.emit(
             "candidate.proposed",
-            f"candidate c{sub.candidate_id} ({source}) passed the static stage",
+            f"candidate c{sub.candidate_id} ({source}{built}) passed the static stage",
             candidate=sub.candidate_id,
+            base=None if base is None else base.candidate_id,
         )
         return sub
 
@@ -306,40 +329,78 @@ class ImprovementLoop:
         """Sample up to ``[proposer] samples`` proposals from one prompt; each is recorded,
         and the first that passes the static stage (it applies, compiles and is no program
         tried before) is the cycle's candidate."""
-        ask = await self.prepare_proposal()
-        samples = self.rt.policy.get().proposer.samples
-        for sample in range(1, samples + 1):
-            self.control.set_activity(
-                f"asking {ask.model.ref} for a patch to {ask.parent.name} "
-                f"(sample {sample} of {samples})"
-            )
-            sub = await self.sample(ask)
-            if sub is None:
-                return None  # the proposer's budget refused
-            if sub.accepted_for_evaluation:
-                return sub.candidate_id
-        return None
+        scratch = self.rt.work_dir / f"bases-{uuid.uuid4().hex[:8]}"
+        try:
+            ask = await self.prepare_proposal(scratch)
+            samples = self.rt.policy.get().proposer.samples
+            for sample in range(1, samples + 1):
+                self.control.set_activity(
+                    f"asking {ask.model.ref} for a patch to {ask.base_name} "
+                    f"(sample {sample} of {samples})"
+                )
+                sub = await self.sample(ask)
+                if sub is None:
+                    return None  # the proposer's budget refused
+                if sub.accepted_for_evaluation:
+                    return sub.candidate_id
+            return None
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(lambda: shutil.rmtree(scratch, ignore_errors=True))
 
-    async def prepare_proposal(self) -> Ask:
-        """The prompt for the live version: its dev report, source, targets and archive."""
+    async def prepare_proposal(self, scratch: Path) -> Ask:
+        """The prompt for the chosen base (the live version or one of its candidates, by
+        ``[proposer] search``): its dev report, source, targets, and the archive. A base
+        candidate's tree is materialised under ``scratch`` (the caller removes it)."""
         policy = self.rt.policy.get()
         parent = await anyio.to_thread.run_sync(self.lineage.current)
         dev = await self.pipeline.baseline(parent, "dev", policy.models.primary)
+        nodes, devs = await anyio.to_thread.run_sync(
+            lambda: briefing.search_nodes(self.lineage, self.rt.store, parent, dev)
+        )
+        node = choose_base(nodes, policy.proposer.search, self.rng)
+        base, tree = None, self.lineage.path(parent)
+        if node.candidate_id is not None:
+            cid = node.candidate_id
+            tree = await anyio.to_thread.run_sync(
+                intake.materialise_base, self.lineage, cid, scratch
+            )
+            base, dev = intake.Base(cid, tree), devs[cid]
+            log.info(
+                "proposing on c%d (dev %d/%d; live %s %d/%d)",
+                cid,
+                node.solved,
+                node.n,
+                parent.name,
+                nodes[0].solved,
+                nodes[0].n,
+            )
         suite = await self.rt.load_suite(policy=policy)
         failures = [
             FailedTask(t, suite.task(t.id).prompt, suite.expected(t.id))
             for t in dev.tasks
             if not t.passed
         ][: policy.proposer.failures_shown]
-        sources = await anyio.to_thread.run_sync(read_sources, self.lineage.path(parent))
+        sources = await anyio.to_thread.run_sync(read_sources, tree)
         model = self.rt.model(policy.proposer.model)
         protocol = policy.proposer.protocol
         if protocol == "auto":
             protocol = "operations" if model.capabilities.structured_edits else "text"
         targets = find_targets(sources) if protocol == "operations" else None
-        archive_text = await anyio.to_thread.run_sync(self._archive, parent)
-        messages = build_prompt(sources, dev, failures, archive_text, targets)
-        return Ask(parent, model, messages, sources, targets)
+        if targets is not None:  # a small model: the compact prompt
+            archive_text = await anyio.to_thread.run_sync(
+                self._archive, parent, policy.proposer.archive_tokens, False
+            )
+            messages = build_prompt(sources, dev, failures, archive_text, targets)
+            return Ask(parent, model, messages, sources, targets, base)
+        # A capable model: whole transcripts first, then the archive with whole diffs in
+        # what is left of [proposer] context_tokens (at least archive_tokens).
+        budget = policy.proposer.context_tokens
+        failed = failures_within(failures, budget)
+        archive_budget = max(policy.proposer.archive_tokens, budget - tokens_of(failed))
+        archive_text = await anyio.to_thread.run_sync(self._archive, parent, archive_budget, True)
+        messages = build_prompt(sources, dev, failures, archive_text, failures_text=failed)
+        return Ask(parent, model, messages, sources, targets, base)
 
     async def sample(self, ask: Ask) -> intake.Submitted | None:
         """One proposal for ``ask``, with a fresh seed, recorded as a candidate (None: the
@@ -379,6 +440,7 @@ class ImprovementLoop:
             source=CandidateSource.PROPOSER,
             model=ask.model.ref,
             run_id=run_id,
+            base=ask.base,
         )
 
     def _schema(self, parent: Version, sources: dict[str, str], targets: Targets) -> dict[str, Any]:
@@ -401,7 +463,7 @@ class ImprovementLoop:
         held = {t.candidate_id for t in alpha_ledger.tests(self.rt.store)}
         return held | results.candidates_run_on(self.rt.store, "heldout")
 
-    def _archive(self, live: Version) -> str:
+    def _archive(self, live: Version, budget_tokens: int, full: bool) -> str:
         policy = self.rt.policy.get()
         entries = briefing.archive_entries(
             self.lineage,
@@ -413,7 +475,8 @@ class ImprovementLoop:
         return archive.section(
             entries,
             max_entries=policy.proposer.verdicts_shown,
-            budget_tokens=policy.proposer.archive_tokens,
+            budget_tokens=budget_tokens,
+            full=full,
         )
 
 

@@ -57,9 +57,21 @@ def insert_candidate(
         parent = conn.execute("SELECT 1 FROM versions WHERE id = ?", (new.parent_id,)).fetchone()
         if parent is None:
             raise LineageError(f"candidate parent version {new.parent_id} does not exist")
+        if new.base_id is not None:
+            base = conn.execute(
+                "SELECT parent_version_id FROM candidates WHERE id = ?", (new.base_id,)
+            ).fetchone()
+            # The recorded patch is the whole change from the parent version, so a base
+            # must be a candidate of that same version.
+            if base is None or base["parent_version_id"] != new.parent_id:
+                raise LineageError(
+                    f"candidate base c{new.base_id} is not a candidate of version "
+                    f"{new.parent_id}; a candidate builds only on its own version's candidates"
+                )
         cursor = conn.execute(
             "INSERT INTO candidates(parent_version_id, created, updated, source, proposer_model, "
-            "rationale, patch, raw, state, stage, verdict) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            "rationale, patch, raw, state, stage, verdict, base_candidate_id) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 new.parent_id,
                 now,
@@ -72,6 +84,7 @@ def insert_candidate(
                 state,
                 stage,
                 _verdict_json(verdict),
+                new.base_id,
             ),
         )
         return int(cursor.lastrowid or 0)

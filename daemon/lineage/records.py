@@ -39,6 +39,11 @@ class NewCandidate:
 
     Passed whole from intake to the ``candidates`` table, so the texts (all ``str``) are
     told apart by name, never by position.
+
+    ``parent_id`` is the version the candidate is tested against (the live version when it
+    was proposed) and ``patch`` its whole change from that version; ``base_id`` is its tree
+    parent, the earlier candidate of the same version it was built on (None: built on the
+    version itself), so the search tree is recorded apart from what the test compares.
     """
 
     parent_id: int
@@ -47,6 +52,7 @@ class NewCandidate:
     rationale: str  # why, as the proposer or person put it (cut to the intake's limit)
     patch: str  # the normalised git diff; "" when nothing applied
     raw: str  # what the proposer or person wrote, verbatim
+    base_id: int | None = None
 
 
 def version_name(version_id: int) -> str:
@@ -94,6 +100,9 @@ class Candidate:
     state: CandidateState
     stage: str
     verdict: Verdict | None
+    # The tree parent: the earlier candidate this one was built on (None: built on the
+    # version ``parent_version_id``, which is what its held-out test compares against).
+    base_candidate_id: int | None = None
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Candidate:
@@ -110,6 +119,7 @@ class Candidate:
             state=row["state"],
             stage=row["stage"],
             verdict=Verdict.model_validate_json(row["verdict"]) if row["verdict"] else None,
+            base_candidate_id=row["base_candidate_id"],
         )
 
 

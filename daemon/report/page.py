@@ -69,14 +69,41 @@ def _candidate_item(data: ReportData, c: Candidate) -> str:
     arrow = f' &rarr; <a href="#{became.name}">{became.name}</a>' if became else ""
     failed = ", ".join(c.verdict.failed) if c.verdict else ""
     gate = f" &mdash; rejected by <b>{esc(failed)}</b>" if failed else ""
+    base = f" built on c{c.base_candidate_id}" if c.base_candidate_id is not None else ""
     return (
         f'<li class="cand {_state_class(c.state)}" data-candidate="c{c.id}">'
-        f'<a href="#c{c.id}">c{c.id}</a> {esc(c.state)} at {esc(c.stage)}{gate}{arrow}</li>'
+        f'<a href="#c{c.id}">c{c.id}</a>{base}: {esc(c.state)} at {esc(c.stage)}{gate}{arrow}'
     )
 
 
+def _candidate_tree(data: ReportData, cands: list[Candidate]) -> list[str]:
+    """A version's candidates nested by tree parent: a candidate built on an earlier
+    candidate sits under it (the held-out test still compared it with the version)."""
+    ids = {c.id for c in cands}
+    kids: dict[int | None, list[Candidate]] = {}
+    for c in cands:
+        base = c.base_candidate_id if c.base_candidate_id in ids else None
+        kids.setdefault(base, []).append(c)
+    out: list[str] = []
+
+    def emit(c: Candidate) -> None:
+        out.append(_candidate_item(data, c))
+        below = kids.get(c.id, [])
+        if below:
+            out.append("<ul>")
+            for child in below:
+                emit(child)
+            out.append("</ul>")
+        out.append("</li>")
+
+    for c in kids.get(None, []):
+        emit(c)
+    return out
+
+
 def tree(data: ReportData) -> str:
-    """Versions nested by parent, each with its candidates (accepted and rejected)."""
+    """Versions nested by parent, each with its candidates (accepted and rejected), those
+    nested by the candidate they were built on."""
     out: list[str] = ['<ul class="tree" id="lineage-tree">']
     depth = 0
     for entry in data.tree:
@@ -85,7 +112,7 @@ def tree(data: ReportData) -> str:
             depth -= 1
         out.append(_version_item(data, entry))
         out.append("<ul>")
-        out.extend(_candidate_item(data, c) for c in data.children(entry.version.id))
+        out.extend(_candidate_tree(data, data.children(entry.version.id)))
         depth = entry.depth + 1
     while depth > 0:
         out.append("</ul></li>")
@@ -145,8 +172,9 @@ def candidate_details(data: ReportData) -> str:
     out = []
     for c in reversed(data.candidates):
         parent = data.version(c.parent_version_id)
+        built = f", built on c{c.base_candidate_id}" if c.base_candidate_id is not None else ""
         body = [
-            f"<p>parent {esc(parent.name if parent else c.parent_version_id)}, "
+            f"<p>parent {esc(parent.name if parent else c.parent_version_id)}{built}, "
             f"source {esc(c.source)}, proposer {esc(c.proposer_model or '-')}, "
             f"{when(c.created)}: {esc(_verdict_line(c.verdict))}</p>",
             f"<h4>Rationale</h4><pre class='rationale'>{esc(_clip(c.rationale))}</pre>",

@@ -107,6 +107,8 @@ panel = ["scripted:{b}"]
 model = "scripted:{proposer}"
 # The scripts hold one reply per cycle.
 samples = 1
+# The scripts' patches are written against the live version.
+search = "live"
 
 [suite]
 name = "{SUITE}"

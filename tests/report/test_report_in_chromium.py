@@ -107,6 +107,8 @@ primary = "local:smollm2-135m"
 model = "scripted:{proposer}"
 # One reply per cycle, as the script is written.
 samples = 1
+# The scripts' patches are written against the live version.
+search = "live"
 
 [suite]
 name = "bfcl:simple"

@@ -41,6 +41,7 @@ class ArchiveEntry:
     dev: EvalReport | None = None
     parent_dev: EvalReport | None = None
     repeats: list[int] = field(default_factory=list)
+    base_id: int | None = None  # the earlier candidate it was built on (its tree parent)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -60,7 +61,7 @@ def _changed_lines(patch: str, limit: int = 6) -> list[str]:
     return shown
 
 
-def _dev_lines(entry: ArchiveEntry) -> list[str]:
+def _dev_lines(entry: ArchiveEntry, full: bool = False) -> list[str]:
     dev, parent = entry.dev, entry.parent_dev
     if dev is None:
         smoke = entry.smoke
@@ -81,31 +82,40 @@ def _dev_lines(entry: ArchiveEntry) -> list[str]:
     lost = [t for t in dev.tasks if not t.passed and t.id in before and before[t.id].passed]
     won = [t for t in dev.tasks if t.passed and t.id in before and not before[t.id].passed]
     out = [line]
+    shown = len(dev.tasks) if full else 4
     if lost:
-        out.append("  newly failed: " + ", ".join(t.id for t in lost[:4]))
+        out.append("  newly failed: " + ", ".join(t.id for t in lost[:shown]))
         t = lost[0]
         why = t.error or _clip(t.detail, 120) or "wrong answer"
         out.append(f"    {t.id}: {why}; output {_clip(json.dumps(t.output, default=str), 120)}")
         if t.transcript:
             out.append(f"    transcript: {_clip(json.dumps(t.transcript[-1], default=str), 200)}")
     if won:
-        out.append("  newly solved: " + ", ".join(t.id for t in won[:4]))
+        out.append("  newly solved: " + ", ".join(t.id for t in won[:shown]))
+    if full:
+        still = [t for t in dev.tasks if not t.passed and t not in lost]
+        if still:
+            out.append("  still failed: " + ", ".join(t.id for t in still))
     return out
 
 
-def render_entry(entry: ArchiveEntry) -> str:
+def render_entry(entry: ArchiveEntry, full: bool = False) -> str:
+    """One entry; ``full``: the whole diff and every dev task that changed (the text
+    protocol's capable proposers), else a few changed lines (the small models')."""
     again = f", proposed {len(entry.repeats) + 1} times" if entry.repeats else ""
-    lines = [
-        f"c{entry.candidate_id} on {entry.parent_name} ({entry.source}{again}): {entry.outcome}"
-    ]
+    on = entry.parent_name if entry.base_id is None else f"{entry.parent_name} via c{entry.base_id}"
+    lines = [f"c{entry.candidate_id} on {on} ({entry.source}{again}): {entry.outcome}"]
     if entry.rationale.strip():
         lines.append(f"  rationale: {_clip(entry.rationale, 160)}")
-    if entry.patch:
+    if entry.patch and full:
+        lines.append("  diff from its version:")
+        lines.extend(f"    {line}" for line in entry.patch.splitlines())
+    elif entry.patch:
         lines.append("  change:")
         lines.extend(_changed_lines(entry.patch))
     elif entry.raw.strip():
-        lines.append(f"  reply: {_clip(entry.raw, 160)}")
-    lines.extend(_dev_lines(entry))
+        lines.append(f"  reply: {_clip(entry.raw, 400 if full else 160)}")
+    lines.extend(_dev_lines(entry, full))
     return "\n".join(lines)
 
 
@@ -125,30 +135,33 @@ def relevance(entry: ArchiveEntry, rank: int) -> float:
 
 
 def select(
-    entries: list[ArchiveEntry], scores: list[float], budget_tokens: int
+    entries: list[ArchiveEntry], scores: list[float], budget_tokens: int, full: bool = False
 ) -> list[ArchiveEntry]:
     """The most relevant entries that fit the budget, oldest first."""
     chosen: list[tuple[int, ArchiveEntry]] = []
     left = budget_tokens * CHARS_PER_TOKEN
     order = sorted(range(len(entries)), key=lambda i: -scores[i])
     for i in order:
-        size = len(render_entry(entries[i])) + 2
+        size = len(render_entry(entries[i], full)) + 2
         if size <= left:
             chosen.append((i, entries[i]))
             left -= size
     return [e for _, e in sorted(chosen, key=lambda pair: pair[1].candidate_id)]
 
 
-def render(entries: list[ArchiveEntry]) -> str:
-    return "\n\n".join(render_entry(e) for e in entries) or "nothing tried yet"
+def render(entries: list[ArchiveEntry], full: bool = False) -> str:
+    return "\n\n".join(render_entry(e, full) for e in entries) or "nothing tried yet"
 
 
-def section(entries: list[ArchiveEntry], *, max_entries: int, budget_tokens: int) -> str:
+def section(
+    entries: list[ArchiveEntry], *, max_entries: int, budget_tokens: int, full: bool = False
+) -> str:
     """The archive section of the proposer's prompt: the ``max_entries`` most relevant of
-    ``entries`` (newest last) that fit ``budget_tokens``."""
+    ``entries`` (newest last) that fit ``budget_tokens`` (``full``: whole diffs)."""
     if max_entries == 0 or budget_tokens == 0:
         return "not shown (the policy's [proposer] verdicts_shown or archive_tokens is 0)"
     scores = [relevance(e, rank) for rank, e in enumerate(entries)]
     ranked = sorted(range(len(entries)), key=lambda i: -scores[i])[:max_entries]
     kept = sorted(ranked)
-    return render(select([entries[i] for i in kept], [scores[i] for i in kept], budget_tokens))
+    picked = select([entries[i] for i in kept], [scores[i] for i in kept], budget_tokens, full)
+    return render(picked, full)

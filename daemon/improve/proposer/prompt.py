@@ -72,6 +72,11 @@ class Clips:
 
 
 COMPACT = Clips(prompt=300, output=160, detail=160, transcript_steps=1, step=200)
+# A capable proposer's view of a failure: everything, the whole transcript included (full
+# traces beat scores alone by a wide margin in Meta-Harness's ablation).
+WHOLE = Clips(prompt=10**9, output=10**9, detail=10**9, transcript_steps=10**9, step=10**9)
+# A rough, generous conversion for the budgets: English runs ~4 characters a token, code ~3.
+CHARS_PER_TOKEN = 3
 
 
 def _failure_block(f: FailedTask, clips: Clips) -> str:
@@ -91,15 +96,46 @@ def _failure_block(f: FailedTask, clips: Clips) -> str:
     return "\n".join(lines)
 
 
+def failures_within(failures: list[FailedTask], budget_tokens: int) -> str:
+    """The failed tasks for a capable proposer: each whole (prompt, output, expected answer,
+    verifier detail and every transcript step) while ``budget_tokens`` lasts; a failure that
+    no longer fits whole is shown clipped, and one that does not fit clipped is left out
+    (with a line saying how many were)."""
+    left = budget_tokens * CHARS_PER_TOKEN
+    blocks: list[str] = []
+    for f in failures:
+        for clips in (WHOLE, Clips()):
+            block = _failure_block(f, clips)
+            if len(block) + 1 <= left:
+                blocks.append(block)
+                left -= len(block) + 1
+                break
+    if len(blocks) < len(failures):
+        blocks.append(
+            f"({len(failures) - len(blocks)} more failed tasks not shown: "
+            "the policy's [proposer] context_tokens is spent)"
+        )
+    return "\n".join(blocks)
+
+
+def tokens_of(text: str) -> int:
+    """The budgets' estimate of ``text``'s tokens."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
 def build_prompt(
     sources: dict[str, str],
     dev: EvalReport,
     failures: list[FailedTask],
     archive: str,
     targets: Targets | None = None,
+    *,
+    failures_text: str | None = None,
 ) -> list[Message]:
     """The proposer's messages. With ``targets``, the edit-operation protocol (numbered
-    source and its targets, compact failures); without, the free-text patch protocol."""
+    source and its targets, compact failures); without, the free-text patch protocol.
+    ``failures_text``: the failed tasks rendered already (:func:`failures_within`, the text
+    protocol's whole transcripts); None renders ``failures`` clipped."""
     if dev.split != "dev":
         raise ValueError("the proposer may only see dev-split reports")
     if targets is None:
@@ -129,7 +165,12 @@ def build_prompt(
         "# Code that never ran on the dev tasks",
         "\n".join(never) or "none",
         "# Failed dev tasks",
-        "\n".join(_failure_block(f, clips) for f in failures) or "none",
+        (
+            failures_text
+            if failures_text is not None
+            else "\n".join(_failure_block(f, clips) for f in failures)
+        )
+        or "none",
         "# Earlier proposals and what came of them",
         archive,
         "Propose one change now.",
