@@ -8,7 +8,13 @@ import pytest
 
 from daemon.evaluation.coverage import NeverExecuted
 from daemon.evaluation.report import CoverageReport, EvalReport, TaskResult, build_report
-from daemon.improve.proposer.prompt import FailedTask, build_prompt, proposal_request
+from daemon.improve.proposer.prompt import (
+    FailedTask,
+    build_prompt,
+    failures_within,
+    proposal_request,
+    tokens_of,
+)
 from daemon.patches.targets import find_targets
 from daemon.providers.base import Message
 
@@ -86,3 +92,36 @@ def test_requests_carry_the_schema_and_a_seed() -> None:
     assert request.response_schema == schema and request.seed == 7
     free = proposal_request([Message(role="user", content="x")], max_tokens=1, temperature=0)
     assert free.response_schema is None and free.seed is None
+
+
+def _long_failure(i: int, steps: int) -> FailedTask:
+    transcript = [{"step": s, "reply": f"task {i} step {s}: " + "x" * 400} for s in range(steps)]
+    result = TaskResult(
+        id=f"simple_python_{i}",
+        passed=False,
+        claimed_success=True,
+        tokens=90,
+        detail="wrong_count",
+        transcript=transcript,
+    )
+    return FailedTask(result, [Message(role="user", content=f"question {i}")], [{"f": {}}])
+
+
+def test_a_capable_proposer_sees_whole_transcripts_within_the_budget() -> None:
+    """The text protocol shows every transcript step while [proposer] context_tokens lasts;
+    then failures clipped, then a line saying how many did not fit. The compact prompt of
+    the operation protocol shows one clipped step."""
+    failures = [_long_failure(i, 6) for i in range(3)]
+    whole = failures_within(failures, 100_000)
+    assert all(f"task {i} step 5: " + "x" * 400 in whole for i in range(3))
+    tight = failures_within(failures, tokens_of(failures_within(failures[:1], 100_000)) + 600)
+    assert "task 0 step 5" in tight and "task 1 step 5" not in tight
+    assert "task 1 step 0" in tight  # the second failure, clipped
+    assert "not shown: the policy's [proposer] context_tokens is spent" in tight
+    assert len(tight) < len(whole)
+    sources = {"harness.py": SEED.read_text()}
+    text = build_prompt(sources, _report("dev"), failures, "x", failures_text=whole)[1].content
+    assert "task 2 step 5" in (text or "")
+    compact = build_prompt(sources, _report("dev"), failures, "x", find_targets(sources))
+    body = compact[1].content or ""
+    assert "task 0 step 0" in body and "task 0 step 1" not in body
