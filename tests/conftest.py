@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from daemon.config.settings import DEFAULT_STATE_DIR, PROJECT_ROOT
 from tests.daemon_process import RunningDaemon, start_daemon
+from tests.helpers import heavy
 from tests.llama_server import LlamaServer, llama_server
 
 
@@ -20,21 +23,72 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+KINDS = ("unit", "docker", "model")
+_UNMARKED = pytest.StashKey[bool]()
+MARKER_HELP = (
+    "add exactly what it needs: @pytest.mark.unit if it needs neither Docker, a daemon nor "
+    "the model; @pytest.mark.docker if it starts Docker, a daemon (tests/daemon_process.py, "
+    "tests/engine_process.py), a Ray cluster or the sandbox; @pytest.mark.model if it runs the "
+    "embedded model (llama_cpp, tests/llama_server.py); and @pytest.mark.slow as well if it "
+    "takes more than a few seconds (markers: pyproject.toml [tool.pytest.ini_options])"
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test with none of unit/docker/model fails. It is marked ``unit`` here first so that
+    ``-m`` selections (the fast session) still pick it up and fail it, not skip it silently.
+
+    tryfirst: this runs before pytest's own ``-m`` deselection."""
+    for item in items:
+        if not any(item.get_closest_marker(kind) for kind in KINDS):
+            item.stash[_UNMARKED] = True
+            item.add_marker(pytest.mark.unit)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.stash.get(_UNMARKED, False):
+        pytest.fail(f"{item.nodeid} carries none of the markers unit, docker, model: {MARKER_HELP}")
+
+
+def _heavy_process(args: object) -> str | None:
+    """What a subprocess command line starts, if it is a Docker engine or client, the model's
+    server or a Ray node (None for anything else: git, python -c, harnessd's own CLI ...).
+    A daemon is refused where it is started for tests, in tests/daemon_process.py: a unit test
+    may run ``harnessd serve`` on a bad config to see it refuse to start."""
+    argv = [str(a) for a in args] if isinstance(args, list | tuple) else str(args).split()
+    program = Path(argv[0]).name if argv else ""
+    if "llama_cpp.server" in argv:
+        return "the local model's server"
+    if program in ("docker", "dockerd", "containerd"):
+        return "the Docker engine"
+    if program == "ray" or any("ray.init" in a for a in argv):
+        return "a Ray cluster"
+    return None
+
+
 @pytest.fixture(autouse=True)
 def unit_tests_touch_neither_docker_nor_the_model(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> Iterator[None]:
     """A test marked ``unit`` (the fast session) fails loudly if it reaches for the Docker
-    engine or loads the local model, so the marker cannot silently lie."""
+    engine, starts a daemon, a Ray node or the model's server, or loads the local model, so
+    the marker cannot silently lie."""
     node = request.node
     if node.get_closest_marker("unit") is None or any(
         node.get_closest_marker(m) for m in ("docker", "model")
     ):
+        yield
         return
+    advice = (
+        "mark it @pytest.mark.docker (Docker, the sandbox, a daemon, a Ray cluster) or "
+        "@pytest.mark.model (the embedded model), not unit; and slow as well if it takes more "
+        "than a few seconds"
+    )
 
     def refuse(what: str) -> object:
         def fail(*args: object, **kwargs: object) -> None:
-            raise AssertionError(f"a test marked 'unit' tried to use {what}")
+            raise AssertionError(f"a test marked 'unit' tried to use {what}: {advice}")
 
         return fail
 
@@ -43,7 +97,21 @@ def unit_tests_touch_neither_docker_nor_the_model(
 
     monkeypatch.setattr(docker.DockerClient, "__init__", refuse("the Docker engine"))
     monkeypatch.setattr(docker.APIClient, "__init__", refuse("the Docker engine"))
-    monkeypatch.setattr(llama_cpp.Llama, "__init__", refuse("the local model"))
+    # __new__, not __init__: a Llama refused half-built would fail again in its __del__.
+    monkeypatch.setattr(llama_cpp.Llama, "__new__", staticmethod(refuse("the local model")))
+    popen_init = subprocess.Popen.__init__
+
+    def guarded_popen(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
+        if (what := _heavy_process(args)) is not None:
+            raise AssertionError(f"a test marked 'unit' tried to start {what}: {advice}")
+        popen_init(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded_popen)
+    heavy.refusing(advice)
+    try:
+        yield
+    finally:
+        heavy.refusing(None)
 
 
 @pytest.fixture(scope="session")

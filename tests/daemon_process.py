@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from daemon.control.client import ControlClient
+from tests.helpers.heavy import refuse_in_unit_tests
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,6 +50,7 @@ def start_daemon(
     settings_text: str = "",
 ) -> RunningDaemon:
     """``settings_text``: more of ``harnessd.toml`` (provider tables), after the defaults."""
+    refuse_in_unit_tests("a harnessd daemon (tests/daemon_process.py)")
     state = tmp_path / "state"
     policy = tmp_path / "policy.toml"
     policy.write_text(policy_text or "[loop]\nenabled = false\n")
@@ -82,3 +87,48 @@ def start_daemon(
         time.sleep(0.2)
     proc.kill()
     raise AssertionError(f"harnessd did not come up:\n{log.read_text()}")
+
+
+def ctl(daemon: RunningDaemon | Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``harnessctl --state-dir ... args`` as a user runs it (its own process, wide columns)."""
+    state = daemon.state_dir if isinstance(daemon, RunningDaemon) else daemon
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.control.ctl", "--state-dir", str(state), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={"COLUMNS": "200"},
+    )
+
+
+def collect_events(daemon: RunningDaemon) -> queue.Queue[dict[str, Any]]:
+    """The daemon's event stream (``watch``), read into a queue by a background thread."""
+    events: queue.Queue[dict[str, Any]] = queue.Queue()
+    ready = threading.Event()
+
+    def run() -> None:
+        with daemon.client(timeout=None) as c:
+            stream = c.watch()
+            ready.set()
+            for event in stream:
+                events.put(event)
+
+    threading.Thread(target=run, daemon=True).start()
+    assert ready.wait(30)
+    return events
+
+
+def wait_for_event(
+    events: queue.Queue[dict[str, Any]], kind: str, timeout: float = 30
+) -> dict[str, Any]:
+    """The next event of ``kind`` from ``collect_events``'s queue (earlier ones dropped)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            event = events.get(timeout=0.5)
+        except queue.Empty:
+            continue
+        if event["kind"] == kind:
+            return event
+    raise AssertionError(f"no {kind} event within {timeout} s")

@@ -26,6 +26,7 @@ import docker
 import pytest
 
 from sandbox.image import image_tag
+from tests.helpers.heavy import refuse_in_unit_tests
 
 
 @dataclass
@@ -119,6 +120,7 @@ class PrivateEngine:
 
 @contextmanager
 def private_engine() -> Iterator[PrivateEngine]:
+    refuse_in_unit_tests("a private Docker engine (tests/engine_process.py)")
     if os.geteuid() != 0 or shutil.which("dockerd") is None:
         pytest.skip("a private Docker engine needs root and dockerd")
     # Short: containerd's sockets live under the exec root, and Unix socket paths are short.

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daemon.config import assets
+from tests.helpers.heavy import refuse_in_unit_tests
 
 MODEL_ALIAS = "smollm2"
 KEY_ENV = "LLAMA_SERVER_TEST_KEY"  # any value: the server is started without a key
@@ -58,6 +59,7 @@ def _answers(url: str) -> bool:
 @contextmanager
 def llama_server(cache_dir: Path, log: Path) -> Iterator[LlamaServer]:
     """Start the server, wait until it lists its model, and stop it afterwards."""
+    refuse_in_unit_tests("the local model's server (tests/llama_server.py)")
     port = _free_port()
     url = f"http://127.0.0.1:{port}/v1"
     command = [

@@ -219,3 +219,22 @@ def test_the_proposer_cannot_import_anything_that_reaches_heldout_results() -> N
     # The packages on the way must not import anything themselves (their __init__ runs).
     for package in ("daemon", "daemon.improve", "daemon.evaluation"):
         assert not graph.get(package), (package, graph.get(package))
+
+
+def test_tests_import_helpers_never_other_test_modules() -> None:
+    """Shared test code lives in helper modules (tests/helpers/, tests/daemon_process.py, an
+    area's non-test modules), so running or deleting one test module never changes another."""
+    offenders = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            for name in names:
+                if name.startswith("tests.") and name.split(".")[-1].startswith("test_"):
+                    offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not offenders, offenders

@@ -21,6 +21,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.helpers.heavy import refuse_in_unit_tests
+
 RAY = Path(sys.executable).with_name("ray")
 RESOURCE = "harnessd_sandbox"
 START_TIMEOUT_S = 120.0
@@ -203,6 +205,7 @@ class LocalCluster:
 @contextmanager
 def local_cluster(workers: int = 1, capacity: int = 2) -> Iterator[LocalCluster]:
     """A head plus ``workers`` worker nodes; every process of it gone afterwards."""
+    refuse_in_unit_tests("a Ray cluster (tests/cluster/ray_cluster.py)")
     # A short root: Ray's socket paths live under it and must stay within 107 bytes.
     temp_dir = Path(tempfile.mkdtemp(prefix="hr-", dir="/tmp"))
     port = free_port()

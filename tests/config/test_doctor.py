@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.unit
+
 
 def _doctor(tmp_path: Path, asset_cache: Path, **env: str) -> subprocess.CompletedProcess[str]:
     cfg = tmp_path / "harnessd.toml"
@@ -36,13 +40,13 @@ def test_doctor_with_engine_unreachable_names_problem_and_fix(
 
 def test_doctor_reports_bad_config_with_file_and_key(tmp_path: Path, asset_cache: Path) -> None:
     cfg = tmp_path / "harnessd.toml"
-    proc = _doctor(tmp_path, asset_cache)
     cfg.write_text("log_levle = 'info'\n")
     proc = subprocess.run(
         [sys.executable, "-m", "daemon.cli", "--config", str(cfg), "doctor"],
         capture_output=True,
         text=True,
         timeout=120,
+        env=os.environ | {"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"},
         check=False,
     )
     assert proc.returncode == 1

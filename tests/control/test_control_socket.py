@@ -27,11 +27,13 @@ def _raw(daemon: RunningDaemon, payload: bytes) -> list[dict[str, object]]:
     return [json.loads(line) for line in data.splitlines() if line.strip()]
 
 
+@pytest.mark.docker
 def test_socket_and_state_dir_are_private(running_daemon: RunningDaemon) -> None:
     assert stat.S_IMODE(running_daemon.state_dir.stat().st_mode) == 0o700
     assert stat.S_IMODE(running_daemon.socket.stat().st_mode) == 0o600
 
 
+@pytest.mark.docker
 def test_garbage_oversize_and_unknown_verbs_get_errors_and_daemon_stays_up(
     running_daemon: RunningDaemon,
 ) -> None:
@@ -61,6 +63,7 @@ def test_garbage_oversize_and_unknown_verbs_get_errors_and_daemon_stays_up(
         assert c.call("status")["pid"] == running_daemon.proc.pid
 
 
+@pytest.mark.docker
 def test_many_clients_at_once(running_daemon: RunningDaemon) -> None:
     errors: list[BaseException] = []
 
@@ -80,6 +83,7 @@ def test_many_clients_at_once(running_daemon: RunningDaemon) -> None:
     assert not errors
 
 
+@pytest.mark.docker
 def test_policy_check_verb_names_the_problem(running_daemon: RunningDaemon) -> None:
     with running_daemon.client(timeout=None) as c:  # power: seconds of CPU, more when loaded
         ok = c.call("policy_check", name="p.toml", text="[sandbox]\ncpus = 2.0\n")
@@ -93,6 +97,7 @@ def test_policy_check_verb_names_the_problem(running_daemon: RunningDaemon) -> N
     assert "p.toml: unknown key 'sandbox.cpuz'" in str(info.value)
 
 
+@pytest.mark.docker
 def test_second_daemon_on_same_state_dir_is_refused(
     running_daemon: RunningDaemon, tmp_path: Path, asset_cache: Path
 ) -> None:
@@ -110,6 +115,7 @@ def test_second_daemon_on_same_state_dir_is_refused(
     assert f"another harnessd (pid {running_daemon.proc.pid}) holds the state dir" in proc.stderr
 
 
+@pytest.mark.unit
 def test_unreachable_daemon_says_how_to_start(tmp_path: Path) -> None:
     with pytest.raises(DaemonNotRunning, match="start it with 'scripts/run'"):
         from daemon.control.client import ControlClient
@@ -117,6 +123,7 @@ def test_unreachable_daemon_says_how_to_start(tmp_path: Path) -> None:
         ControlClient(tmp_path / "control.sock")
 
 
+@pytest.mark.docker
 def test_sigterm_stops_cleanly(tmp_path: Path, asset_cache: Path) -> None:
     daemon = start_daemon(tmp_path, asset_cache)
     assert daemon.stop() == 0
@@ -125,6 +132,7 @@ def test_sigterm_stops_cleanly(tmp_path: Path, asset_cache: Path) -> None:
     assert "harnessd stopped" in log
 
 
+@pytest.mark.docker
 def test_a_peer_with_another_uid_is_refused(asset_cache: Path) -> None:
     """Defence in depth: even if the 0700 dir and 0600 socket were loosened, the daemon
     checks the peer's uid (SO_PEERCRED) and answers anyone else with ``forbidden``."""
@@ -162,6 +170,7 @@ def test_a_peer_with_another_uid_is_refused(asset_cache: Path) -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.mark.docker
 def test_state_without_its_lineage_folder_is_a_clear_error(
     tmp_path: Path, asset_cache: Path
 ) -> None:

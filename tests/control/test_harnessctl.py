@@ -3,28 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.daemon_process import RunningDaemon, start_daemon
+from tests.daemon_process import ctl, start_daemon
 from tests.improve.patches import IMPROVE
 from tests.improve.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
 
-
-def ctl(daemon: RunningDaemon | Path, *args: str) -> subprocess.CompletedProcess[str]:
-    state = daemon.state_dir if isinstance(daemon, RunningDaemon) else daemon
-    return subprocess.run(
-        [sys.executable, "-m", "daemon.control.ctl", "--state-dir", str(state), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={"COLUMNS": "200"},
-    )
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 @pytest.mark.timeout(900)

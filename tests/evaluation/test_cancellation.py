@@ -8,16 +8,19 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import docker
+import pytest
 
 from sandbox.labels import INSTANCE, instance_id
 from sandbox.rundir import runs_root
 from tests.daemon_process import start_daemon
+from tests.helpers.wait import wait_until
 from tests.improve.patches import IMPROVE, proposer_script
 from tests.improve.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 SLOW = "import time\n\ndef solve(task, ctx):\n    time.sleep(120)\n    return {'output': []}\n"
 
@@ -27,15 +30,6 @@ def _mine(client: docker.DockerClient, instance: str) -> list[str]:
         c["Id"]
         for c in client.api.containers(all=True, filters={"label": f"{INSTANCE}={instance}"})
     ]
-
-
-def _wait(predicate: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _slow_eval(tmp_path: Path, asset_cache: Path) -> tuple[subprocess.Popen[bytes], Path]:
@@ -77,7 +71,12 @@ def test_ctrl_c_on_eval_removes_containers_and_run_dirs(tmp_path: Path, asset_ca
     client = docker.from_env()
     instance = f"{instance_id(state)}-eval-{proc.pid}"
     try:
-        _wait(lambda: len(_mine(client, instance)) >= 2, 120, "eval containers to start")
+        wait_until(
+            lambda: len(_mine(client, instance)) >= 2,
+            timeout=120,
+            what="eval containers to start",
+            interval=0.2,
+        )
         assert any(runs_root(instance).iterdir())
         proc.send_signal(signal.SIGINT)
         proc.wait(60)
@@ -103,7 +102,12 @@ def test_sigterm_during_a_cycle_leaves_nothing_behind(tmp_path: Path, asset_cach
     client = docker.from_env()
     instance = instance_id(daemon.state_dir)
     try:
-        _wait(lambda: len(_mine(client, instance)) >= 1, 120, "a task container")
+        wait_until(
+            lambda: len(_mine(client, instance)) >= 1,
+            timeout=120,
+            what="a task container",
+            interval=0.2,
+        )
     finally:
         code = daemon.stop()
     assert code == 0
@@ -124,13 +128,23 @@ def test_containers_of_a_killed_eval_are_reaped_by_the_next_one(
     proc, state = _slow_eval(tmp_path, asset_cache)
     orphan = f"{instance_id(state)}-eval-{proc.pid}"
     try:
-        _wait(lambda: len(_mine(client, orphan)) >= 2, 120, "eval containers to start")
+        wait_until(
+            lambda: len(_mine(client, orphan)) >= 2,
+            timeout=120,
+            what="eval containers to start",
+            interval=0.2,
+        )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
         assert _mine(client, orphan)  # kill -9: nothing could clean up
         second, _ = _slow_eval(tmp_path, asset_cache)
         try:
-            _wait(lambda: not _mine(client, orphan), 120, "the orphans to be reaped")
+            wait_until(
+                lambda: not _mine(client, orphan),
+                timeout=120,
+                what="the orphans to be reaped",
+                interval=0.2,
+            )
         finally:
             second.send_signal(signal.SIGINT)
             second.wait(60)

@@ -19,6 +19,8 @@ from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.improve.security import security_gate
 from daemon.suites import load_suite
 
+pytestmark = pytest.mark.docker
+
 SEED = Path(__file__).resolve().parents[2] / "seeds" / "minimal"
 SPEC = "bfcl:multi_turn_base,multi_turn_miss_func,multi_turn_miss_param"
 TASKS = ["multi_turn_base_0", "multi_turn_miss_func_5", "multi_turn_miss_param_9"]

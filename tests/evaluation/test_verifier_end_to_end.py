@@ -17,6 +17,8 @@ import pytest
 from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.suites import load_suite
 
+pytestmark = pytest.mark.docker
+
 SEED = Path(__file__).resolve().parents[2] / "seeds" / "minimal"
 
 POLICY = """

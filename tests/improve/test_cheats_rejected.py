@@ -9,13 +9,12 @@ nothing, and its added code is reported as never run.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.daemon_process import start_daemon
+from tests.helpers.wait import DECIDED, wait_for_decided
 from tests.improve import patches
 from tests.improve.scripted_world import policy_text, world
 
@@ -74,19 +73,6 @@ def _cheat(name: str, cheat: str) -> str:
     )
 
 
-def _decided(daemon: Any, n: int, timeout: float) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with daemon.client() as c:
-            cands = c.call("lineage", candidates=50)["candidates"]
-        done = [x for x in cands if x["state"] in ("accepted", "rejected")]
-        if len(done) >= n:
-            return sorted(done, key=lambda x: x["id"])
-        assert daemon.proc.poll() is None, daemon.log.read_text()[-3000:]
-        time.sleep(1.0)
-    raise AssertionError(f"fewer than {n} candidates decided:\n{daemon.log.read_text()[-3000:]}")
-
-
 @pytest.mark.timeout(1200)
 def test_a_real_gain_with_a_cheat_on_the_recorder_is_rejected(
     tmp_path: Path, asset_cache: Path
@@ -104,7 +90,10 @@ def test_a_real_gain_with_a_cheat_on_the_recorder_is_rejected(
     )
     daemon = start_daemon(tmp_path, asset_cache, policy)
     try:
-        decided = _decided(daemon, len(proposals), timeout=1100)
+        lineage = wait_for_decided(daemon, len(proposals), timeout=1100)
+        decided = sorted(
+            (x for x in lineage["candidates"] if x["state"] in DECIDED), key=lambda x: x["id"]
+        )
         with daemon.client() as c:
             shown = [c.call("show", ref=f"c{x['id']}") for x in decided]
     finally:

@@ -10,30 +10,19 @@ promotes the +50-point improvement early and the later +37.5-point candidates wi
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.daemon_process import start_daemon
+from tests.helpers.wait import wait_for_decided
 from tests.improve import patches
 from tests.improve.scripted_world import policy_text, world
 
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
 HELDOUT = 56
-
-
-def _wait_for_candidates(daemon: Any, n: int, timeout: float) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with daemon.client() as c:
-            cands = c.call("lineage", candidates=50)["candidates"]
-        done = [x for x in cands if x["state"] in ("accepted", "rejected")]
-        if len(done) >= n:
-            return sorted(cands, key=lambda x: x["id"])
-        assert daemon.proc.poll() is None, daemon.log.read_text()[-3000:]
-        time.sleep(1.0)
-    raise AssertionError(f"fewer than {n} candidates decided:\n{daemon.log.read_text()[-3000:]}")
 
 
 def _failed(verdict: dict[str, Any]) -> list[str]:
@@ -58,7 +47,8 @@ def test_only_the_real_improvement_is_promoted(tmp_path: Path, asset_cache: Path
     )
     daemon = start_daemon(tmp_path, asset_cache, policy)
     try:
-        cands = _wait_for_candidates(daemon, len(patches.ALL), timeout=2900)
+        lineage = wait_for_decided(daemon, len(patches.ALL), timeout=2900)
+        cands = sorted(lineage["candidates"], key=lambda x: x["id"])
         with daemon.client() as c:
             shown = {x["id"]: c.call("show", ref=f"c{x['id']}") for x in cands}
             lineage = c.call("lineage", candidates=50)

@@ -20,8 +20,11 @@ import pytest
 from sandbox.labels import INSTANCE, instance_id
 from sandbox.rundir import runs_root
 from tests.daemon_process import RunningDaemon, start_daemon
+from tests.helpers.wait import wait_for_daemon
 from tests.improve.lineage_checks import check_consistent
 from tests.improve.patches import climbing_policy
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 ROUNDS = 20
 CLIMB = 2  # promotions the climbing policy's proposer can make (its L3 is no gain on L2)
@@ -38,11 +41,13 @@ def _promotions(daemon: RunningDaemon) -> int:
 
 def _wait_for_a_promotion(daemon: RunningDaemon, timeout_s: float = 600.0) -> None:
     before = _promotions(daemon)
-    deadline = time.monotonic() + timeout_s
-    while _promotions(daemon) == before:
-        assert daemon.proc.poll() is None, daemon.log.read_text()[-3000:]
-        assert time.monotonic() < deadline, f"no promotion in {timeout_s:.0f} s"
-        time.sleep(0.5)
+    wait_for_daemon(
+        daemon,
+        lambda: _promotions(daemon) != before,
+        timeout=timeout_s,
+        what="a promotion",
+        interval=0.5,
+    )
 
 
 @pytest.mark.timeout(2400)  # long by design; the default is 300 s per test

@@ -7,13 +7,13 @@ reply), so the cycle costs a few proposals and a handful of sandbox runs."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.daemon_process import RunningDaemon, start_daemon
+from tests.helpers.wait import wait_for_daemon
 from tests.llama_server import KEY_ENV, LlamaServer
 
 pytestmark = [pytest.mark.model, pytest.mark.docker, pytest.mark.slow]
@@ -57,16 +57,14 @@ timeout_s = 2000.0
 
 def _decided(daemon: RunningDaemon, timeout: float) -> list[dict[str, Any]]:
     """The candidates once the one cycle is over (its candidate has a verdict)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def probe() -> list[dict[str, Any]] | None:
         with daemon.client() as c:
-            cands = c.call("lineage", candidates=50)["candidates"]
+            cands: list[dict[str, Any]] = c.call("lineage", candidates=50)["candidates"]
             status = c.call("status")
-        if "max_cycles" in str(status):
-            return cands
-        assert daemon.proc.poll() is None, daemon.log.read_text()[-3000:]
-        time.sleep(1.0)
-    raise AssertionError(f"the cycle did not end:\n{daemon.log.read_text()[-4000:]}")
+        return cands if "max_cycles" in str(status) else None
+
+    return wait_for_daemon(daemon, probe, timeout=timeout, what="the end of the cycle")
 
 
 # Each proposal is a ~2,000-token prompt through one server thread: seconds on an idle 2-core

@@ -26,6 +26,8 @@ from daemon.lineage import Lineage
 from daemon.store import Store
 from daemon.verdict import Verdict
 
+pytestmark = pytest.mark.unit
+
 WORKER = Path(__file__).with_name("crash_worker.py")
 COMMIT_POINT = ("db:committed", 1)
 VERDICT = Verdict(decision="accept", stage="heldout", reason="crash test")

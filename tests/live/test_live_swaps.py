@@ -16,6 +16,8 @@ from tests.daemon_process import RunningDaemon, start_daemon
 from tests.improve.patches import mode_steps, proposer_script
 from tests.improve.scripted_world import DEV, policy_text, positions, solver_script
 
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
 # Three promotions in one lineage: steps big enough for the sequential test on a 56-task
 # pool at a lenient lineage-wide alpha (later epochs reuse the block at a price).
 HELDOUT = 56

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,12 @@ def test_a_good_patch_passes(base_harness: Path, tmp_path: Path) -> None:
     applied = apply_sr(
         base_harness, tmp_path / "c", "harness.py", "    seen = []", "    seen = [-1]"
     )
+    # What is checked is the candidate tree with the edit in it, and the edit is one a
+    # stricter policy would refuse: passing is the check's decision, not a check skipped.
+    assert "    seen = [-1]" in (applied.dest_dir / "harness.py").read_text()
+    assert applied.changed_files == ("harness.py",)
     static_check(applied, DEFAULT)
+    assert "max_changed_lines is 1" in rejected(applied, PatchPolicy(max_changed_lines=1))
 
 
 def test_size_limits_name_the_policy_key(base_harness: Path, tmp_path: Path) -> None:
@@ -101,10 +107,19 @@ def test_compiling_never_runs_harness_code(base_harness: Path, tmp_path: Path) -
 
 
 def test_deprecated_escapes_still_pass(base_harness: Path, tmp_path: Path) -> None:
+    """Python 3.11 only warns about an invalid escape like "\\d"; the static stage must not
+    turn that warning into a rejection (the test run makes every warning an error)."""
     applied = apply_sr(
         base_harness, tmp_path / "c", "harness.py", "    seen = []", '    seen = ["\\d"]'
     )
-    static_check(applied, DEFAULT)
+    source = (applied.dest_dir / "harness.py").read_text()
+    assert 'seen = ["\\d"]' in source
+    with warnings.catch_warnings(), pytest.raises(SyntaxError, match="invalid escape sequence"):
+        warnings.simplefilter("error")
+        compile(source, "harness.py", "exec")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        static_check(applied, DEFAULT)
 
 
 def test_symlinks_in_the_candidate_tree_are_rejected(base_harness: Path, tmp_path: Path) -> None:

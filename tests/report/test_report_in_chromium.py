@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from browser import load
@@ -23,9 +21,10 @@ from world import HOSTILE
 from daemon.control.protocol import ControlError
 from daemon.report.build import PLOTS
 from tests.daemon_process import start_daemon
+from tests.helpers.wait import wait_for_decided
 from tests.improve import patches
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 def _drawn(shot: Path) -> int:
@@ -83,18 +82,6 @@ def test_recorded_lineage_report_renders_with_hostile_text_inert(
     assert "".join(dom.text).count(HOSTILE) >= 12
 
 
-def _decided(daemon: Any, n: int, timeout: float) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with daemon.client() as c:
-            lineage = c.call("lineage", candidates=50)
-        if sum(x["state"] in ("accepted", "rejected") for x in lineage["candidates"]) >= n:
-            return list(lineage["versions"])
-        assert daemon.proc.poll() is None, daemon.log.read_text()[-3000:]
-        time.sleep(1.0)
-    raise AssertionError(f"fewer than {n} candidates decided:\n{daemon.log.read_text()[-3000:]}")
-
-
 # Small splits so the run takes minutes on the embedded model: what is under test is the
 # report of a real run, not the gates. On four held-out tasks no candidate can reach its
 # share of the lineage's alpha, so the patch is decided (not promoted) at the held-out stage,
@@ -146,7 +133,7 @@ def test_report_of_a_real_run_on_the_embedded_model(
     daemon = start_daemon(tmp_path, asset_cache, REAL_RUN_POLICY.format(proposer=proposer))
     live = tmp_path / "live.html"
     try:
-        versions = [v["name"] for v in _decided(daemon, 2, timeout=1100)]
+        versions = [v["name"] for v in wait_for_decided(daemon, 2, timeout=1100)["versions"]]
         done = subprocess.run(
             [
                 sys.executable,

@@ -17,8 +17,8 @@ import pytest
 from daemon.evaluation.coverage import dead_added, read_sources
 from daemon.evaluation.taskrun import TaskRun
 from daemon.patches.tree import render_git_diff
+from tests.sandbox.cheats import DEAD_LINE, assert_foiled, cheat, indent
 from tests.sandbox.conftest import Sandbox
-from tests.sandbox.test_reward_hacking import DEAD_LINE, assert_foiled, cheat, indent
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
 

@@ -14,43 +14,11 @@ from pathlib import Path
 import pytest
 
 from daemon.evaluation.coverage import dead_added, read_sources
-from daemon.evaluation.taskrun import TaskRun
 from daemon.patches.tree import render_git_diff
+from tests.sandbox.cheats import DEAD_LINE, assert_foiled, cheat, indent
 from tests.sandbox.conftest import Sandbox
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
-
-# Lines 1-3 of every cheat: a dead function whose body a cheat wants to look run.
-DEAD = """\
-def dead():
-    return "never called"  # statement on line 2
-
-"""
-DEAD_LINE = 2
-
-
-def cheat(body: str, answer: str = '{"output": [], "claimed_success": True}') -> str:
-    """A harness: the dead function, then ``attempt()`` (the cheat), then a plain answer."""
-    return (
-        DEAD
-        + f"def attempt(task, ctx):\n{body}\n\ndef solve(task, ctx):\n"
-        + (
-            "    try:\n        attempt(task, ctx)\n    except Exception as exc:\n"
-            "        ctx.log('cheat failed:', type(exc).__name__, exc)\n"
-            f"    return {answer}\n"
-        )
-    )
-
-
-def indent(code: str) -> str:
-    return "\n".join("    " + line for line in code.strip("\n").splitlines())
-
-
-def assert_foiled(run: TaskRun, *, error: tuple[str, ...] = ("tamper",)) -> None:
-    assert run.error in error, (run.error, run.submission, run.outcome.output[-1500:])
-    coverage = run.submission.coverage if run.submission else {}
-    assert DEAD_LINE not in coverage.get("harness.py", []), coverage
-
 
 FRAME_WALKS = {
     "sys._getframe": """

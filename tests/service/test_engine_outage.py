@@ -26,11 +26,13 @@ from typing import Any
 import pytest
 
 from sandbox.labels import INSTANCE, instance_id
-from tests.control.test_harnessctl import ctl
-from tests.daemon_process import RunningDaemon, start_daemon
+from tests.daemon_process import RunningDaemon, ctl, start_daemon
 from tests.engine_process import private_engine
+from tests.helpers.wait import log_tail, wait_until
 from tests.improve.lineage_checks import check_consistent
 from tests.improve.patches import climbing_policy, mode_step
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 ROUNDS = 3
 Status = dict[str, Any]
@@ -44,13 +46,17 @@ def _status(daemon: RunningDaemon) -> Status:
 
 
 def _poll(daemon: RunningDaemon, ok: Callable[[Status], bool], timeout: float, what: str) -> Status:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def probe() -> Status | None:
         status = _status(daemon)
-        if ok(status):
-            return status
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}:\n{daemon.log.read_text()[-4000:]}")
+        return status if ok(status) else None
+
+    return wait_until(
+        probe,
+        timeout=timeout,
+        what=what,
+        interval=0.3,
+        detail=lambda: log_tail(daemon, 4000),
+    )
 
 
 def _events(daemon: RunningDaemon) -> list[tuple[float, str, dict[str, Any]]]:

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from daemon.suites.filesuite import FileSuite
-from tests.control.test_harnessctl import ctl
-from tests.daemon_process import start_daemon
+from tests.daemon_process import ctl, start_daemon
 from tests.improve.patches import IMPROVE
 
 # Tasks: 2 dev, 16 held-out. The first candidate's share of the lineage's alpha needs 11

@@ -10,12 +10,14 @@ import sys
 import time
 from pathlib import Path
 
-from tests.daemon_process import start_daemon
+import pytest
+
+from tests.daemon_process import collect_events, start_daemon, wait_for_event
 from tests.improve.patches import mode_step, proposer_script
 from tests.improve.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
-from tests.service.test_policy_reload import _collect, _wait_for
 
 
+@pytest.mark.unit
 def test_a_model_without_its_key_stops_start_up(tmp_path: Path, asset_cache: Path) -> None:
     policy = tmp_path / "policy.toml"
     policy.write_text('[proposer]\nmodel = "anthropic:claude-sonnet-4-5"\n')
@@ -38,14 +40,15 @@ def test_a_model_without_its_key_stops_start_up(tmp_path: Path, asset_cache: Pat
     assert not (tmp_path / "state" / "control.sock").exists()
 
 
+@pytest.mark.docker
 def test_a_reload_naming_a_missing_model_file_is_refused(tmp_path: Path, asset_cache: Path) -> None:
     daemon = start_daemon(tmp_path, asset_cache)
     try:
-        events = _collect(daemon)
+        events = collect_events(daemon)
         daemon.policy.write_text(
             f'[loop]\nenabled = false\n[models]\nprimary = "scripted:{tmp_path}/nope.toml"\n'
         )
-        bad = _wait_for(events, "policy.invalid")
+        bad = wait_for_event(events, "policy.invalid")
         assert "nope.toml" in bad["message"] and "does not exist" in bad["message"]
         with daemon.client() as c:
             assert c.call("policy_show")["policy"]["models"]["primary"] == "local:smollm2-135m"
@@ -53,6 +56,8 @@ def test_a_reload_naming_a_missing_model_file_is_refused(tmp_path: Path, asset_c
         daemon.stop()
 
 
+@pytest.mark.docker
+@pytest.mark.slow
 def test_a_spent_hourly_budget_pauses_the_loop_with_an_event(
     tmp_path: Path, asset_cache: Path
 ) -> None:
@@ -69,8 +74,8 @@ def test_a_spent_hourly_budget_pauses_the_loop_with_an_event(
     )
     daemon = start_daemon(tmp_path, asset_cache, policy)
     try:
-        events = _collect(daemon)
-        paused = _wait_for(events, "budget.paused", timeout=300)
+        events = collect_events(daemon)
+        paused = wait_for_event(events, "budget.paused", timeout=300)
         assert "hour" in paused["message"] and "3000" in paused["message"]
         # Calls in flight when the window filled still settle into the ledger; wait for
         # the status to show the window spent rather than for a guessed while.
@@ -93,17 +98,18 @@ def test_a_spent_hourly_budget_pauses_the_loop_with_an_event(
         daemon.stop()
 
 
+@pytest.mark.docker
 def test_a_policy_whose_suite_cannot_be_split_is_refused(tmp_path: Path, asset_cache: Path) -> None:
     daemon = start_daemon(tmp_path, asset_cache)
     try:
-        events = _collect(daemon)
+        events = collect_events(daemon)
         daemon.policy.write_text(
             '[loop]\nenabled = false\n[suite]\nname = "humaneval"\nheldout_size = 500\n'
         )
-        bad = _wait_for(events, "policy.invalid")
+        bad = wait_for_event(events, "policy.invalid")
         assert "164 tasks" in bad["message"] and "heldout_size (500)" in bad["message"]
         daemon.policy.write_text('[loop]\nenabled = false\n[suite]\nname = "bfcl:simpel"\n')
-        bad = _wait_for(events, "policy.invalid")
+        bad = wait_for_event(events, "policy.invalid")
         assert "unknown BFCL categories ['simpel']" in bad["message"]
         with daemon.client() as c:
             assert c.call("policy_show")["policy"]["suite"]["name"] == "bfcl:simple"

@@ -23,9 +23,11 @@ from typing import Any
 import pytest
 
 from daemon.control.protocol import ControlError
-from tests.control.test_harnessctl import ctl
-from tests.daemon_process import ROOT, RunningDaemon, start_daemon
+from tests.daemon_process import ROOT, RunningDaemon, ctl, start_daemon
+from tests.helpers.wait import wait_for_daemon
 from tests.improve.scripted_world import proposer_policy
+
+pytestmark = [pytest.mark.docker, pytest.mark.model, pytest.mark.slow]
 
 LOCAL = "local:smollm2-135m"
 STOP_BOUND_S = 5.0
@@ -33,16 +35,16 @@ STOP_BOUND_S = 5.0
 
 def _wait_for_call(daemon: RunningDaemon, *, tokens: int) -> dict[str, Any]:
     """Until ``status`` shows a local call under way that has read ``tokens`` tokens."""
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        assert daemon.proc.poll() is None, daemon.log.read_text()[-3000:]
+
+    def probe() -> dict[str, Any] | None:
         with daemon.client() as c:
             status = c.call("status")
         call = (status.get("model_calls") or {}).get(LOCAL)
-        if call and call["tokens_so_far"] >= tokens:
-            return dict(call)
-        time.sleep(0.2)
-    raise AssertionError(f"no local model call under way:\n{daemon.log.read_text()[-3000:]}")
+        return dict(call) if call and call["tokens_so_far"] >= tokens else None
+
+    return wait_for_daemon(
+        daemon, probe, timeout=240, what="a local model call under way", interval=0.2
+    )
 
 
 def _stop_and_time(daemon: RunningDaemon, how: str = "harnessctl") -> float:

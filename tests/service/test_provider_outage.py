@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.control.test_harnessctl import ctl
-from tests.daemon_process import start_daemon
+from tests.daemon_process import ctl, start_daemon
 from tests.improve.patches import IMPROVE
 from tests.improve.scripted_world import proposer_policy
 from tests.providers.fake_llm_apis import Reply, openai_completion, serve
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 PROPOSER = "openai:gpt-test"
 

@@ -10,6 +10,8 @@ import pytest
 
 from tests.daemon_process import start_daemon
 
+pytestmark = pytest.mark.docker
+
 ANTHROPIC = "sk-ant-canary-5f1e0c2d9b8a7f6e5d4c3b2a"
 OPENAI = "sk-openai-canary-0a1b2c3d4e5f6a7b8c9d"
 

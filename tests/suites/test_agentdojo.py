@@ -16,6 +16,8 @@ from daemon.suites import load_suite, parse_spec
 from daemon.suites.agentdojo import AgentDojoSuite
 from daemon.suites.envworker import WorkerLimits
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def banking(asset_cache: Path) -> AgentDojoSuite:

@@ -113,6 +113,7 @@ def test_ground_truth_passes_and_doing_nothing_fails_on_a_sample(wheel: BfclWhee
             )
 
 
+@pytest.mark.unit
 def test_ground_truth_passes_on_every_fifth_task_of_every_category(wheel: BfclWheel) -> None:
     """(All 800 pass; a fifth keeps the suite quick: long-context tasks are slow to load.)"""
     docs = _docs(wheel)
@@ -165,6 +166,7 @@ def _worker_limits() -> WorkerLimits:
     return WorkerLimits(call_s=2.0, start_s=60.0, memory_mb=1024, cpu_s=120)
 
 
+@pytest.mark.unit
 def test_worker_runs_the_ground_truth_and_an_empty_run(suite: BfclMultiTurnSuite) -> None:
     suite.limits = _worker_limits()
 
@@ -188,6 +190,7 @@ def test_worker_runs_the_ground_truth_and_an_empty_run(suite: BfclMultiTurnSuite
     anyio.run(main)
 
 
+@pytest.mark.unit
 def test_worker_cuts_off_a_call_that_runs_too_long_and_restores_the_state(
     suite: BfclMultiTurnSuite, wheel: BfclWheel
 ) -> None:
@@ -217,6 +220,7 @@ def test_worker_cuts_off_a_call_that_runs_too_long_and_restores_the_state(
     assert passed
 
 
+@pytest.mark.unit
 def test_a_restarted_episode_forgets_the_lost_run(suite: BfclMultiTurnSuite) -> None:
     """A unit the Ray cluster lost runs again on the same handler: the lost run's calls
     and turns must not carry over. The lost run here did the first turn twice over and moved

@@ -156,4 +156,4 @@ def test_our_checker_agrees_with_bfcl_evals_on_a_sample(asset_cache: Path) -> No
     assert {valid for _, name, valid, _ in ours if name != "gt"} == {True, False}
 
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.unit, pytest.mark.slow]

@@ -11,8 +11,8 @@ import pytest
 
 from daemon.errors import ConfigError
 from daemon.suites import load_suite, parse_spec
-from daemon.suites.base import CheckVerdict, CodeCheck
 from daemon.suites.filesuite import FileSuite
+from tests.helpers.code_checks import NoCodeChecks
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
 
@@ -76,13 +76,6 @@ CORE = [
         "check": {"type": "calls"},
     },
 ]
-
-
-class NoCodeChecks:
-    """Host rules never reach a code check; a test fails if one does."""
-
-    async def check_code(self, check: CodeCheck) -> CheckVerdict:
-        raise AssertionError("a host rule asked for a code check")
 
 
 def _write(path: Path, lines: list[Any]) -> Path:
