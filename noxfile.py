@@ -1,5 +1,6 @@
 """nox sessions: lint, typecheck, tests (the whole suite, real Docker and the real model), and
-fast (the unit tests alone: neither Docker nor the model; the inner loop, under a minute).
+fast (the unit tests alone: no Docker, no daemon, no model; the inner loop, about one
+CPU-minute).
 
 They run in the environment nox itself runs in (the project's ``.venv`` made by
 ``scripts/setup``), not in fresh per-session virtualenvs: llama-cpp-python compiles from
@@ -38,6 +39,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(venv_backend="none")
 def fast(session: nox.Session) -> None:
     """Unit tests only: gates, stats, patches, config, suites' checkers, ledger, providers
-    against local fakes. A test marked ``unit`` that touches Docker or the model fails."""
+    against local fakes. A test marked ``unit`` that touches Docker, starts a daemon or loads
+    the model fails, and so does a test with no marker (tests/conftest.py)."""
     marks = "unit and not docker and not model"
     session.run(PY, "-m", "pytest", "-m", marks, "-q", *session.posargs)

@@ -14,8 +14,8 @@ import pytest
 
 from daemon.config.settings import DEFAULT_STATE_DIR, PROJECT_ROOT
 from tests.daemon_process import RunningDaemon, start_daemon
-from tests.helpers import heavy
 from tests.llama_server import LlamaServer, llama_server
+from tests.support import heavy
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.control.client import ControlClient
-from tests.helpers.heavy import refuse_in_unit_tests
+from tests.support.heavy import refuse_in_unit_tests
 
 ROOT = Path(__file__).resolve().parents[1]
 

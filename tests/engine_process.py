@@ -26,7 +26,7 @@ import docker
 import pytest
 
 from sandbox.image import image_tag
-from tests.helpers.heavy import refuse_in_unit_tests
+from tests.support.heavy import refuse_in_unit_tests
 
 
 @dataclass

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daemon.config import assets
-from tests.helpers.heavy import refuse_in_unit_tests
+from tests.support.heavy import refuse_in_unit_tests
 
 MODEL_ALIAS = "smollm2"
 KEY_ENV = "LLAMA_SERVER_TEST_KEY"  # any value: the server is started without a key

@@ -222,7 +222,7 @@ def test_the_proposer_cannot_import_anything_that_reaches_heldout_results() -> N
 
 
 def test_tests_import_helpers_never_other_test_modules() -> None:
-    """Shared test code lives in helper modules (tests/helpers/, tests/daemon_process.py, an
+    """Shared test code lives in helper modules (tests/support/, tests/daemon_process.py, an
     area's non-test modules), so running or deleting one test module never changes another."""
     offenders = []
     for path in sorted((ROOT / "tests").rglob("*.py")):

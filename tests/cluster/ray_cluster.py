@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.helpers.heavy import refuse_in_unit_tests
+from tests.support.heavy import refuse_in_unit_tests
 
 RAY = Path(sys.executable).with_name("ray")
 RESOURCE = "harnessd_sandbox"

@@ -16,9 +16,9 @@ import pytest
 from sandbox.labels import INSTANCE, instance_id
 from sandbox.rundir import runs_root
 from tests.daemon_process import start_daemon
-from tests.helpers.wait import wait_until
 from tests.improve.patches import IMPROVE, proposer_script
 from tests.improve.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
+from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

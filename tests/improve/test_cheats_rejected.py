@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.daemon_process import start_daemon
-from tests.helpers.wait import DECIDED, wait_for_decided
 from tests.improve import patches
 from tests.improve.scripted_world import policy_text, world
+from tests.support.wait import DECIDED, wait_for_decided
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

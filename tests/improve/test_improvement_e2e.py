@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from tests.daemon_process import start_daemon
-from tests.helpers.wait import wait_for_decided
 from tests.improve import patches
 from tests.improve.scripted_world import policy_text, world
+from tests.support.wait import wait_for_decided
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

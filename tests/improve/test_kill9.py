@@ -20,9 +20,9 @@ import pytest
 from sandbox.labels import INSTANCE, instance_id
 from sandbox.rundir import runs_root
 from tests.daemon_process import RunningDaemon, start_daemon
-from tests.helpers.wait import wait_for_daemon
 from tests.improve.lineage_checks import check_consistent
 from tests.improve.patches import climbing_policy
+from tests.support.wait import wait_for_daemon
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

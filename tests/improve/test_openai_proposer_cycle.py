@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tests.daemon_process import RunningDaemon, start_daemon
-from tests.helpers.wait import wait_for_daemon
 from tests.llama_server import KEY_ENV, LlamaServer
+from tests.support.wait import wait_for_daemon
 
 pytestmark = [pytest.mark.model, pytest.mark.docker, pytest.mark.slow]
 

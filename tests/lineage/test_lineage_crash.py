@@ -198,6 +198,7 @@ def test_an_exception_between_any_two_steps_then_restart(tmp_path: Path, op: str
         scenario.restart_and_check(committed_at(steps, index))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op", OPS)
 def test_kill_9_between_any_two_steps_then_restart(tmp_path: Path, op: str) -> None:
     steps = record_steps(tmp_path / "record", op)

@@ -13,7 +13,7 @@ from daemon.providers.base import Message, ToolSpec
 from daemon.store import Store
 from daemon.suites.filesuite import FileSuite
 from daemon.tasks import Task
-from tests.helpers.code_checks import NoCodeChecks
+from tests.support.code_checks import NoCodeChecks
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
 

@@ -21,8 +21,8 @@ from world import HOSTILE
 from daemon.control.protocol import ControlError
 from daemon.report.build import PLOTS
 from tests.daemon_process import start_daemon
-from tests.helpers.wait import wait_for_decided
 from tests.improve import patches
+from tests.support.wait import wait_for_decided
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

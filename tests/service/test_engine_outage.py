@@ -28,9 +28,9 @@ import pytest
 from sandbox.labels import INSTANCE, instance_id
 from tests.daemon_process import RunningDaemon, ctl, start_daemon
 from tests.engine_process import private_engine
-from tests.helpers.wait import log_tail, wait_until
 from tests.improve.lineage_checks import check_consistent
 from tests.improve.patches import climbing_policy, mode_step
+from tests.support.wait import log_tail, wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

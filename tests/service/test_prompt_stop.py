@@ -24,8 +24,8 @@ import pytest
 
 from daemon.control.protocol import ControlError
 from tests.daemon_process import ROOT, RunningDaemon, ctl, start_daemon
-from tests.helpers.wait import wait_for_daemon
 from tests.improve.scripted_world import proposer_policy
+from tests.support.wait import wait_for_daemon
 
 pytestmark = [pytest.mark.docker, pytest.mark.model, pytest.mark.slow]
 

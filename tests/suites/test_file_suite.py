@@ -12,7 +12,7 @@ import pytest
 from daemon.errors import ConfigError
 from daemon.suites import load_suite, parse_spec
 from daemon.suites.filesuite import FileSuite
-from tests.helpers.code_checks import NoCodeChecks
+from tests.support.code_checks import NoCodeChecks
 
 pytestmark = [pytest.mark.unit, pytest.mark.anyio]
 
