@@ -175,12 +175,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_policy_check(args: argparse.Namespace) -> int:
     from daemon.config.policy import load_policy
     from daemon.improve.power_report import power_lines, power_rows
+    from daemon.suites import heldout_evidence
 
     policy = load_policy(Path(args.file))
     for spec in (policy.suite.name, policy.suite.heldout_suite):
         if spec is not None and spec.startswith("file:"):
             _print_suite(spec)
     print(f"{args.file}: valid")
+    print(heldout_evidence(policy.suite))
     for line in power_lines(power_rows(policy, policy.suite.heldout_size)):
         print(line)
     return 0

@@ -36,6 +36,7 @@ from daemon.live import private_suites
 from daemon.live.harness import LiveHarness
 from daemon.patches import AppliedPatch
 from daemon.store import Store
+from daemon.suites import heldout_evidence
 
 TEXT_LIMIT = 20_000
 
@@ -367,7 +368,13 @@ class ControlApi:
         except ConfigError as exc:
             raise ControlError(ErrorCode.INVALID_POLICY, str(exc)) from None
         power = await anyio.to_thread.run_sync(power_table, policy)
-        return {"name": name, "valid": True, "policy": policy.model_dump()} | power
+        evidence = heldout_evidence(policy.suite)
+        return {
+            "name": name,
+            "valid": True,
+            "policy": policy.model_dump(),
+            "heldout_evidence": evidence,
+        } | power
 
     async def verb_stop(self, args: dict[str, Any]) -> Any:
         self.d.stop.set()

@@ -223,6 +223,8 @@ def _policy_check(r: dict[str, Any], c: Console) -> None:
         f"{_escape(str(r.get('name')))}: [green]valid[/] (not applied; edit the policy file "
         "in force to apply it)"
     )
+    if r.get("heldout_evidence"):
+        c.print(_escape(str(r["heldout_evidence"])))
     for line in r.get("power_text") or []:
         c.print(_escape(line))
 

@@ -26,8 +26,9 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -38,7 +39,13 @@ from daemon.evaluation.coverage import coverage_summary, merge_coverage, read_so
 from daemon.evaluation.decoy import replacements
 from daemon.evaluation.executor import Executor
 from daemon.evaluation.health import engine_watch, require_engine
-from daemon.evaluation.provenance import provenance
+from daemon.evaluation.provenance import (
+    EnvironmentText,
+    Exchange,
+    first_lines,
+    fixed_lines,
+    provenance,
+)
 from daemon.evaluation.report import (
     CoverageReport,
     EvalReport,
@@ -71,6 +78,17 @@ class Subject:
     version_id: int | None = None
     version: str | None = None
     candidate_id: int | None = None
+
+
+@dataclass
+class Origins:
+    """What a run's fixed block is found in (each task's first request, the harness's part),
+    and the solves to judge again once it is known (:func:`evaluate` without ``fixed``)."""
+
+    first: list[frozenset[str]] = field(default_factory=list)
+    pending: dict[str, tuple[Task, Any, list[Exchange], list[EnvironmentText]]] = field(
+        default_factory=dict
+    )
 
 
 def blind(task: Task, run_id: str) -> Task:
@@ -134,6 +152,8 @@ async def run_one(
     executor: Executor | None = None,
     decoy: Task | None = None,
     limits: Limits | None = None,
+    fixed: frozenset[str] = frozenset(),
+    origins: Origins | None = None,
 ) -> tuple[TaskResult, TaskRun]:
     """Solve and verify one task; harness failures come back as results, not exceptions.
 
@@ -142,6 +162,8 @@ async def run_one(
     this machine); the verdict is computed here either way. With ``decoy``, the model answers
     the decoy task's question instead (the harness is not told). ``limits``: the sandbox's
     (default: the live policy's), for the task's container and a code check alike.
+    ``fixed``: the harness's fixed block for the provenance check; ``origins`` collects what
+    finding one over a run needs.
     """
     limits = limits or rt.limits()
     charge = Charge(
@@ -197,7 +219,16 @@ async def run_one(
     spent = await anyio.to_thread.run_sync(ledger.spent_by_task, rt.store, run_id, task.id)
     submission = run.submission
     output = submission.output if submission else None
-    origin = provenance(task, output, handler.exchanges, handler.environment)
+    origin = provenance(task, output, handler.exchanges, handler.environment, fixed)
+    if origins is not None:
+        origins.first.append(first_lines(task, handler.exchanges))
+        if origin.supported is False and passed:
+            origins.pending[task.id] = (
+                task,
+                output,
+                list(handler.exchanges),
+                list(handler.environment),
+            )
     result = TaskResult(
         id=task.id,
         passed=passed,
@@ -234,6 +265,7 @@ async def evaluate(
     decoys: Mapping[str, str] | None = None,
     conditions: str | None = None,
     policy: Policy | None = None,
+    fixed: frozenset[str] | None = None,
 ) -> EvalReport:
     """Evaluate ``subject`` on ``task_ids``; stored in SQLite and returned.
 
@@ -242,6 +274,10 @@ async def evaluate(
     ``policy``: the policy the whole evaluation runs under (its suite, sandbox limits,
     concurrency, and per-task and per-evaluation token budgets); default: the live one,
     read once here, so a reload mid-evaluation does not change them.
+    ``fixed``: the harness's fixed block (the lines every task's first request carried, from
+    its dev run: ``EvalReport.fixed_lines``); None: found over this run's own tasks, and its
+    solves judged again with it at the end (a run that ``stop_when`` reads as it goes needs
+    one given, or its solves are judged without one).
     """
     policy = policy or rt.policy.get()
     limits = rt.limits(policy)
@@ -266,6 +302,8 @@ async def evaluate(
     coverages: list[dict[str, list[int]]] = []
     limiter = anyio.CapacityLimiter(rt.executor.capacity(policy.sandbox.concurrency))
     label = f"{subject.label} {split} {model}"
+    origins = Origins() if fixed is None and stop_when is None else None
+    known = fixed or frozenset()
 
     async def one(task_id: str, scope: anyio.CancelScope) -> None:
         async with limiter:
@@ -284,6 +322,8 @@ async def evaluate(
                 executor=rt.executor,
                 decoy=decoy,
                 limits=limits,
+                fixed=known,
+                origins=origins,
             )
         results[task_id] = result
         # A run that tampered or broke the protocol may have forged what it reports: its
@@ -322,6 +362,14 @@ async def evaluate(
         raise
     finally:
         rt.progress.pop(run_id, None)
+    if origins is not None:
+        known = fixed_lines(origins.first)
+        for task_id, (task, output, exchanges, heard) in origins.pending.items():
+            origin = provenance(task, output, exchanges, heard, known)
+            if origin.supported:
+                results[task_id] = results[task_id].model_copy(
+                    update={"supported": True, "provenance": origin.detail}
+                )
     ordered = [results[t] for t in task_ids if t in results]
     executed = merge_coverage(coverages)
     sources = await anyio.to_thread.run_sync(read_sources, subject.harness_dir)
@@ -343,6 +391,7 @@ async def evaluate(
         planned=total,
         started=started,
         finished=time.time(),
+        fixed_lines=sorted(known),
     )
     state = "stopped" if report.stopped_early else "done"
     await anyio.to_thread.run_sync(results_table.record_end, rt.store, run_id, state, report)

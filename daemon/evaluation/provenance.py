@@ -18,9 +18,20 @@ model, recorded at the gateway (the harness cannot forge them):
 
 Values the harness itself put into its requests do not count: a value is **injected** when
 it appears in the harness-written part of a request (the request minus the task's own prompt
-text and relayed model replies), is not one of the options the task's tool schemas offer
-(names, enums, defaults), and no earlier reply contained it. A reply value that was
-injected before it is no support. "Appears" sees through the disguises any model undoes on
+text, relayed model replies and the harness's **fixed block**), the task itself does not
+state it (its prompt and its own tool schemas: descriptions, enums, defaults), and no earlier
+reply contained it. A reply value that was injected before it is no support. The fixed block
+is the text the harness sends identically to every task (an instruction, examples): the
+harness's design, not a leak (:func:`fixed_lines` finds it over a run's tasks).
+
+**Relay is not authorship.** A value bound to a parameter counts as the model's only when
+the model bound it: a call whose request already stated the pairing (the parameter's name
+with the value beside it, ``unit=cm``, ``"base": 10``, in text the harness wrote for this
+task and no earlier reply wrote) is the harness's; and reply text that copies its request
+(an echo, "repeat after me") supports no value. A task's knowledge a harness brings from the
+public suite is met by held-out tasks it cannot know (:mod:`daemon.suites.rewrite`); what is
+checked here is that what the task did not say, or what the harness paired for it, did not
+come from the harness. "Appears" sees through the disguises any model undoes on
 request: case, spacing and punctuation between its letters or digits (``S-a-n F r a n``),
 the value reversed, a whole number in hex, octal or binary; code lines likewise, also when
 commented out or numbered. Free-text answers are not verified, so not checked.
@@ -128,7 +139,8 @@ def _hidden_in(value: str, spelled: Spelled) -> bool:
 
 @dataclass(frozen=True)
 class _Reply:
-    text: str  # normalised content
+    text: str  # normalised content, minus what copies its request (an echo says nothing)
+    whole: str  # normalised content
     lines: frozenset[str]
     calls: tuple[tuple[str, dict[str, Any]], ...]
 
@@ -137,10 +149,47 @@ def _lines(text: str) -> frozenset[str]:
     return frozenset(line for raw in text.splitlines() if (line := " ".join(raw.split())))
 
 
-def _reply(response: ChatResponse) -> _Reply:
+RELAY_WORDS = 5
+"""Words in a row from which reply text that its request also holds is a copy (an echo, a
+"repeat after me"), which supports no value."""
+
+
+def _request_text(request: ChatRequest) -> str:
+    parts = [m.content or "" for m in request.messages]
+    parts += [json.dumps(t.model_dump()) for t in request.tools]
+    return "\n".join(parts)
+
+
+def own_words(reply: str, request: str) -> str:
+    """``reply`` (normalised) with every run of ``RELAY_WORDS`` or more words that
+    ``request`` also holds in that order blanked out: what the reply said that its request
+    did not."""
+    text = norm_text(reply)
+    said = list(WORD.finditer(text))
+    if len(said) < RELAY_WORDS:
+        return text
+    heard = WORD.findall(norm_text(request))
+    grams = {tuple(heard[i : i + RELAY_WORDS]) for i in range(len(heard) - RELAY_WORDS + 1)}
+    words = [m.group() for m in said]
+    copied = [False] * len(said)
+    for i in range(len(said) - RELAY_WORDS + 1):
+        if tuple(words[i : i + RELAY_WORDS]) in grams:
+            copied[i : i + RELAY_WORDS] = [True] * RELAY_WORDS
+    if not any(copied):
+        return text
+    out, last = [], 0
+    for m, c in zip(said, copied, strict=True):
+        if c:
+            out += [text[last : m.start()], " "]
+            last = m.end()
+    return " ".join("".join([*out, text[last:]]).split())
+
+
+def _reply(response: ChatResponse, request: ChatRequest) -> _Reply:
     content = response.content or ""
     calls = tuple((c.name.lower(), dict(c.arguments)) for c in response.tool_calls)
-    return _Reply(norm_text(content), _lines(content), calls)
+    own = own_words(content, _request_text(request))
+    return _Reply(own, norm_text(content), _lines(content), calls)
 
 
 def _relays(message: Message, replies: Sequence[_Reply]) -> bool:
@@ -149,7 +198,7 @@ def _relays(message: Message, replies: Sequence[_Reply]) -> bool:
         return False
     content = norm_text(message.content or "")
     calls = tuple((c.name.lower(), dict(c.arguments)) for c in message.tool_calls)
-    return any(r.text == content and r.calls == calls for r in replies)
+    return any(r.whole == content and r.calls == calls for r in replies)
 
 
 def _task_texts(task: Task) -> list[str]:
@@ -186,7 +235,9 @@ def _task_patterns(task: Task) -> list[re.Pattern[str]]:
     return [re.compile(r"\s+".join(map(re.escape, w)), re.IGNORECASE) for w in words if w]
 
 
-def _authored(request: ChatRequest, task: Task, replies: Sequence[_Reply]) -> str:
+def _authored(
+    request: ChatRequest, task: Task, replies: Sequence[_Reply], fixed: frozenset[str] = frozenset()
+) -> str:
     """The harness-written part of one request: its text minus the task's own prompt text
     and minus assistant turns that relay earlier replies, plus tools and schemas it made up.
     (Earlier replies quoted inside other messages stay: what they said is checked against
@@ -203,11 +254,19 @@ def _authored(request: ChatRequest, task: Task, replies: Sequence[_Reply]) -> st
         # Names and ids reach the model too (a tool result's name, a speaker's name).
         parts.extend([text, message.name or "", message.tool_call_id or ""])
         parts.extend(f"{json.dumps(c.arguments)} {c.name} {c.id}" for c in message.tool_calls)
+    if fixed:
+        parts = [
+            "\n".join(ln for ln in p.splitlines() if " ".join(ln.split()) not in fixed)
+            for p in parts
+        ]
     # Of tools the harness rewrote, only what it added: trimming a schema (dropping its
     # descriptions) adds nothing, while the task's own enum options stay the task's.
     own = set().union(*(_strings(t.model_dump()) for t in task.tools))
+    own_text = norm_text(" ".join(sorted(own)))
     for tool in request.tools:
-        parts.extend(sorted(_strings(tool.model_dump()) - own))
+        added = _strings(tool.model_dump()) - own
+        # A description cut short is still the task's own words.
+        parts.extend(sorted(a for a in added if norm_text(a) not in own_text))
     if request.response_schema is not None:
         parts.append(json.dumps(request.response_schema))
     return "\n".join(parts)
@@ -235,26 +294,56 @@ class _Trail:
     """The exchanges in order, with what the harness injected before each reply."""
 
     def __init__(
-        self, task: Task, exchanges: Sequence[Exchange], heard: Sequence[EnvironmentText] = ()
+        self,
+        task: Task,
+        exchanges: Sequence[Exchange],
+        heard: Sequence[EnvironmentText] = (),
+        fixed: frozenset[str] = frozenset(),
     ) -> None:
         self.offered, self.defaults = _schema_options(task)
+        self.stated, self.stated_text, self.stated_numbers = _task_statements(task)
         self.heard = [(h.after, norm_text(h.text)) for h in heard]
         self.replies: list[_Reply] = []
         self.authored: list[Spelled] = []  # harness-written text of each request
         self.authored_lines: list[frozenset[str]] = []
         self.decoded: list[list[Spelled]] = []  # the same, with encodings undone
         for request, response in exchanges:
-            text = _authored(request, task, self.replies)
+            text = _authored(request, task, self.replies, fixed)
             self.authored.append(Spelled(text))
             self.authored_lines.append(_lines(text))
             self.decoded.append([Spelled(plain) for plain in decoded(text)])
-            self.replies.append(_reply(response))
+            self.replies.append(_reply(response, request))
         self.task_lines = frozenset().union(*(_lines(t) for t in _task_texts(task)))
+
+    def said_by_task(self, value: str) -> bool:
+        """Whether the task itself states ``value``: its prompt, or its own tool schemas
+        (descriptions, enums, defaults), however the harness re-sends them."""
+        if value in self.offered or value in self.stated or occurs(value, self.stated_text):
+            return True
+        return value in self.stated_numbers
+
+    def paired(self, param: str, value: Any, upto: int) -> bool:
+        """Whether text the harness wrote for this task (its fixed block aside), at or
+        before request ``upto``, put ``value`` beside the parameter's name (``unit=cm``,
+        ``"base": 10``, "set limit to 5") before any reply did: then a reply making that
+        binding only relays it. Options the task's schema gives (enums, defaults) and
+        pairings the task's own text states are the task's."""
+        first = next(iter(leaves(value)), "")
+        if not first or first in self.offered:
+            return False
+        name = WORD.findall(param.lower())
+        said = WORD.findall(first)
+        if not name or not said or _pairs(name, said, WORD.findall(self.stated_text)):
+            return False
+        for i in range(upto + 1):
+            if _pairs(name, said, WORD.findall(self.authored[i].text)):
+                return not any(_binds(r, param, first) for r in self.replies[:i])
+        return False
 
     def injected(self, value: str, upto: int) -> bool:
         """Whether the harness put ``value`` into a request at or before reply ``upto``
-        without a reply having said it first."""
-        if value in self.offered:
+        without a reply having said it first (values the task states are never injected)."""
+        if self.said_by_task(value):
             return False
         for i in range(upto + 1):
             if any(occurs(value, text) for after, text in self.heard if after <= i):
@@ -284,6 +373,48 @@ class _Trail:
         return False
 
 
+PAIR_WINDOW = 3
+"""Words between a parameter's name and a value from which they are no longer paired."""
+
+
+def _pairs(name: list[str], value: list[str], words: list[str]) -> bool:
+    """Whether ``value``'s words start within ``PAIR_WINDOW`` words after ``name``'s."""
+    n, v = len(name), len(value)
+    for i in range(len(words) - n + 1):
+        if words[i : i + n] != name:
+            continue
+        end = i + n
+        for j in range(end, min(end + PAIR_WINDOW + 1, len(words) - v + 1)):
+            if words[j : j + v] == value:
+                return True
+    return False
+
+
+def _binds(reply: _Reply, param: str, value: str) -> bool:
+    """Whether the reply itself bound ``value`` to ``param`` (a call, or its own text)."""
+    for _, args in reply.calls:
+        if param in args and value in set(leaves(args[param])):
+            return True
+    return _pairs(WORD.findall(param.lower()), WORD.findall(value), WORD.findall(reply.text))
+
+
+def _number_values(text: str) -> set[str]:
+    """Every number a text writes in digits, canonical (``10cm``, ``$1,000``, ``2.5%``)."""
+    found = set()
+    for m in re.finditer(r"(?<![\d.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?", text):
+        found.add(canonical(m.group().replace(",", "")))
+    return found
+
+
+def _task_statements(task: Task) -> tuple[set[str], str, set[str]]:
+    """What the task states: its schemas' strings (canonical), its text and schemas as one
+    normalised text, and the numbers they write."""
+    strings = set().union(*(_strings(t.model_dump()) for t in task.tools))
+    values = {canonical(x) for x in strings}
+    text = norm_text("\n".join([*_task_texts(task), *sorted(strings)]))
+    return values, text, _number_values(text)
+
+
 def _in_reply(value: str, reply: _Reply) -> bool:
     if occurs(value, reply.text) or Spelled(reply.text).holds(disguises(value)[0]):
         return True
@@ -300,7 +431,9 @@ def _call_supported(trail: _Trail, name: str, arguments: dict[str, Any]) -> bool
             for param, value in arguments.items():
                 mine = canonical(value)
                 if param in args and canonical(args[param]) == mine:
-                    if any(trail.injected(v, j) for v in leaves(value)):
+                    if any(trail.injected(v, j) for v in leaves(value)) or trail.paired(
+                        param, value, j
+                    ):
                         values_ok = False
                         break
                 elif defaults.get(param) != mine:
@@ -309,8 +442,10 @@ def _call_supported(trail: _Trail, name: str, arguments: dict[str, Any]) -> bool
             if values_ok:
                 return True
         values = [v for value in arguments.values() for v in leaves(value)]
-        if occurs(canonical(name), reply.text) and all(
-            occurs(v, reply.text) and not trail.injected(v, j) for v in values
+        if (
+            occurs(canonical(name), reply.text)
+            and all(occurs(v, reply.text) and not trail.injected(v, j) for v in values)
+            and not any(trail.paired(p, v, j) for p, v in arguments.items())
         ):
             return True
     return False
@@ -373,13 +508,38 @@ def _code_provenance(trail: _Trail, output: str) -> Provenance:
     return Provenance(True)
 
 
+def first_lines(task: Task, exchanges: Sequence[Exchange]) -> frozenset[str]:
+    """The lines of the harness-written part of the task's first request (what a fixed
+    block is found in)."""
+    if not exchanges:
+        return frozenset()
+    return _lines(_authored(exchanges[0][0], task, []))
+
+
+FIXED_MIN_TASKS = 3
+"""Tasks from which the lines every one of them was sent are the harness's fixed block."""
+
+
+def fixed_lines(per_task: Sequence[frozenset[str]]) -> frozenset[str]:
+    """The harness's fixed block: the lines of its first request that every task got (from
+    ``FIXED_MIN_TASKS`` tasks; fewer tell nothing apart)."""
+    if len(per_task) < FIXED_MIN_TASKS:
+        return frozenset()
+    return frozenset.intersection(*per_task)
+
+
 def provenance(
-    task: Task, output: Any, exchanges: Sequence[Exchange], heard: Sequence[EnvironmentText] = ()
+    task: Task,
+    output: Any,
+    exchanges: Sequence[Exchange],
+    heard: Sequence[EnvironmentText] = (),
+    fixed: frozenset[str] = frozenset(),
 ) -> Provenance:
-    """Whether ``output`` (tool use: each call in ``heard``) is supported by the replies."""
+    """Whether ``output`` (tool use: each call in ``heard``) is supported by the replies;
+    ``fixed``: the harness's fixed block (:func:`fixed_lines`), which is its design."""
     if task.kind == "tool_use":  # a text answer alone is free text: not checked
         calls = [h.call for h in heard if h.call is not None]
-        trail = _Trail(task, exchanges, heard)
+        trail = _Trail(task, exchanges, heard, fixed)
         unsupported = [n for n, args in calls if not _call_supported(trail, n.lower(), args)]
         if unsupported:
             return Provenance(False, f"no model reply made the tool call {unsupported[0]}(...)")
@@ -388,7 +548,7 @@ def provenance(
         return Provenance(None)
     if not exchanges:
         return Provenance(False, "the harness never asked the model")
-    trail = _Trail(task, exchanges)
+    trail = _Trail(task, exchanges, fixed=fixed)
     # An output of the wrong shape is unsupported, not unchecked: were the verifier ever to
     # accept one, it must not count as the model's.
     if task.kind == "function_call":

@@ -81,6 +81,8 @@ class EvalReport(BaseModel):
     planned: int = 0
     started: float = 0.0
     finished: float = 0.0
+    # The harness's fixed block its solves were judged with (provenance.fixed_lines).
+    fixed_lines: list[str] = []
 
     def by_id(self) -> dict[str, TaskResult]:
         return {t.id: t for t in self.tasks}
@@ -130,6 +132,7 @@ def build_report(
     planned: int = 0,
     started: float = 0.0,
     finished: float = 0.0,
+    fixed_lines: list[str] | None = None,
 ) -> EvalReport:
     n = len(tasks)
     solved = sum(t.passed for t in tasks)
@@ -166,4 +169,5 @@ def build_report(
         planned=planned or n,
         started=started,
         finished=finished,
+        fixed_lines=fixed_lines or [],
     )

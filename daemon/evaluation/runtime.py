@@ -9,8 +9,9 @@ what to do when the engine returns (reap what the lost engine left, check the im
 The live policy can change at any time (a reload). Whatever must hold one policy from start
 to end takes a :class:`PolicySnapshot` (a candidate's evaluation, from its first stage to
 its verdict) or passes one :class:`~daemon.config.policy.Policy` down (one evaluation: its
-suite, sandbox limits, concurrency and per-task/per-evaluation token budgets). Loading a
-suite can read a data wheel: async code awaits :meth:`Runtime.load_suite` and
+suite, sandbox limits, concurrency and per-task/per-evaluation token budgets). The policy's
+suite is the one with counterfactual held-out copies when ``[suite] counterfactual`` is on.
+Loading a suite can read a data wheel: async code awaits :meth:`Runtime.load_suite` and
 :meth:`Runtime.load_splits`, which do it in a worker thread.
 """
 
@@ -40,7 +41,7 @@ from daemon.gateway.metering import MeteredModel
 from daemon.providers import make_provider
 from daemon.providers.base import Provider
 from daemon.store import Store
-from daemon.suites import load_suite, policy_splits, policy_suite, split
+from daemon.suites import heldout_copies, load_suite, policy_splits, policy_suite, split
 from daemon.suites.base import Suite
 from daemon.suites.codecheck import DockerCodeChecker
 from daemon.suites.splits import Splits
@@ -201,7 +202,15 @@ class Runtime:
         await :meth:`load_suite`."""
         if spec:
             return load_suite(spec, self.loaded.cache_dir)
-        return policy_suite((policy or self.policy.get()).suite, self.loaded.cache_dir)
+        p = (policy or self.policy.get()).suite
+        suite = policy_suite(p, self.loaded.cache_dir)
+        if not p.counterfactual:
+            return suite
+        # Same ids, other tasks: the held-out pool's copies are what every held-out run (the
+        # parent's and the candidate's alike) sees and is judged on.
+        seed = p.split_seed or self.split_secret
+        pool = policy_splits(p, self.loaded.cache_dir, seed)
+        return heldout_copies(suite, pool, f"counterfactual\0{seed}")
 
     def splits(self, spec: str | None = None, *, policy: Policy | None = None) -> Splits:
         """The policy's splits, or those of the suite ``spec`` alone (the security gate's

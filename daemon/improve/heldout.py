@@ -110,9 +110,11 @@ async def run_heldout(
     baseline: Baseline,
     model: str,
     policy: Policy,
+    fixed: frozenset[str] = frozenset(),
 ) -> HeldoutRun:
     """The sequential test of ``subject`` against the parent's baseline on the slot's block,
-    under ``policy`` (the candidate's snapshot)."""
+    under ``policy`` (the candidate's snapshot); ``fixed``: the candidate's fixed block, from
+    its dev run (the test reads results as they come, so it cannot be found on the way)."""
     parent = await baseline(slot.block, model)
     theirs = parent.by_id()
     failures = sum(not counted(theirs[t], policy) for t in slot.block)
@@ -141,6 +143,7 @@ async def run_heldout(
         model=model,
         stop_when=feed,
         policy=policy,
+        fixed=fixed,
     )
     feed({t.id: t for t in report.tasks})  # whatever completed after the last check
     decision = decision_of(state, block_complete=True)

@@ -46,9 +46,15 @@ def _vote(runs: list[TaskResult], policy: Policy) -> bool:
 
 
 async def compute_matched_gate(
-    rt: Runtime, parent: Subject, run: HeldoutRun, model: str, policy: Policy
+    rt: Runtime,
+    parent: Subject,
+    run: HeldoutRun,
+    model: str,
+    policy: Policy,
+    fixed: frozenset[str] = frozenset(),
 ) -> GateResult:
-    """The gate under ``policy`` (the candidate's snapshot)."""
+    """The gate under ``policy`` (the candidate's snapshot); ``fixed``: the parent's fixed
+    block."""
     cfg = policy.gates.compute_matched
     if not cfg.enabled:
         return GateResult(gate=Gate.COMPUTE_MATCHED, enabled=False, passed=True, note="off")
@@ -67,7 +73,13 @@ async def compute_matched_gate(
     runs: dict[str, list[TaskResult]] = {t: [base[t]] for t in run.fed}
     for _ in range(k - 1):
         extra = await evaluate(
-            rt, parent, split="matched", task_ids=run.fed, model=model, policy=policy
+            rt,
+            parent,
+            split="matched",
+            task_ids=run.fed,
+            model=model,
+            policy=policy,
+            fixed=fixed,
         )
         for t in extra.tasks:
             runs[t.id].append(t)

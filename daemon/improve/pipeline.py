@@ -85,11 +85,13 @@ class Pipeline:
         *,
         suite_spec: str | None = None,
         policy: Policy | None = None,
+        fixed: frozenset[str] | None = None,
     ) -> EvalReport:
         """The version's full report on ``task_ids`` (default: the whole ``split``) with
         ``model``, computed at most once per set of conditions (``suite_spec``: another suite
         than the policy's, e.g. the security gate's), under ``policy`` (a candidate's
-        snapshot; default: the live policy, read once here)."""
+        snapshot; default: the live policy, read once here); ``fixed``: the version's fixed
+        block (its dev report's; None: found over this run)."""
         chosen = policy or self.rt.policy.get()
         ids = task_ids if task_ids is not None else await self.split_ids(split, suite_spec, chosen)
 
@@ -125,6 +127,7 @@ class Pipeline:
             keep_transcripts=split == "dev",
             conditions=key,
             policy=chosen,
+            fixed=fixed,
         )
         await self.rt.emit(
             "baseline.done",
@@ -256,6 +259,10 @@ class CandidateEvaluation:
     snapshot: PolicySnapshot
     subject: Subject = field(init=False)
     held: HeldoutRun | None = None
+    # The fixed blocks (EvalReport.fixed_lines) of the candidate's and the parent's dev runs:
+    # what every later run of each is judged with.
+    fixed: frozenset[str] = frozenset()
+    parent_fixed: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         self.subject = Subject(self.tree, f"c{self.cid}", candidate_id=self.cid, version_id=None)
@@ -313,6 +320,8 @@ class CandidateEvaluation:
             keep_transcripts=True,
             policy=self.policy,
         )
+        self.fixed = frozenset(dev.fixed_lines)
+        self.parent_fixed = frozenset(parent_dev.fixed_lines)
         slack = self.policy.pipeline.dev_max_regression
         screen = GateResult(
             gate=Gate.DEV_SCREEN,
@@ -335,10 +344,12 @@ class CandidateEvaluation:
 
         async def base(ids: list[str], model: str) -> EvalReport:
             return await self.pipeline.baseline(
-                self.parent, "heldout", model, ids, policy=self.policy
+                self.parent, "heldout", model, ids, policy=self.policy, fixed=self.parent_fixed
             )
 
-        self.held = await run_heldout(self.rt, self.subject, slot, base, self.primary, self.policy)
+        self.held = await run_heldout(
+            self.rt, self.subject, slot, base, self.primary, self.policy, self.fixed
+        )
         gates = acceptance_gates(self.held.decision, slot.settings.alpha, self.policy.gates)
         return StageResult(gates)
 
@@ -380,7 +391,9 @@ class CandidateEvaluation:
             version_id=self.parent.id,
             version=self.parent.name,
         )
-        gate = await compute_matched_gate(self.rt, parent, self._held(), self.primary, self.policy)
+        gate = await compute_matched_gate(
+            self.rt, parent, self._held(), self.primary, self.policy, self.parent_fixed
+        )
         return StageResult([gate])
 
     async def security(self) -> StageResult:
@@ -413,7 +426,12 @@ class CandidateEvaluation:
             await self.pipeline.stage(self.cid, "panel")
             for model in others:
                 parent_m = await self.pipeline.baseline(
-                    self.parent, "heldout", model, held.slot.block, policy=policy
+                    self.parent,
+                    "heldout",
+                    model,
+                    held.slot.block,
+                    policy=policy,
+                    fixed=self.parent_fixed,
                 )
                 cand_m = await evaluate(
                     self.rt,
@@ -422,6 +440,7 @@ class CandidateEvaluation:
                     task_ids=held.fed,
                     model=model,
                     policy=policy,
+                    fixed=self.fixed,
                 )
                 pairs[model] = (parent_m, cand_m)
         return StageResult(

@@ -13,15 +13,19 @@ daemon runs at start-up and before applying a policy (or suite file) edit.
 
 A policy names one suite (split into dev and held-out tasks) or two (``[suite]
 heldout_suite``: the held-out pool from a suite of its own, :mod:`daemon.suites.mixed`);
-:func:`policy_suite` and :func:`policy_splits` are what an evaluation uses.
+:func:`policy_suite` and :func:`policy_splits` are what an evaluation uses. With ``[suite]
+counterfactual`` (the default), :func:`heldout_copies` puts counterfactual copies of the
+held-out tasks in the public ones' place (:mod:`daemon.suites.rewrite`); the dev split stays
+the public tasks the proposer learns from. :func:`heldout_evidence` says which it is.
 
 Owns: what every suite offers (``base``), BFCL's single-call suites and checker (``bfcl``,
 ``bfcl_checker``, ``bfcl_schema``), HumanEval (``humaneval``), the multi-turn tool suites
 (``bfcl_multi_turn``, ``agentdojo``) with their episodes in a worker process
 (``episode``, ``envworker``; the worker's own code in ``toolenv``), your own task files
 (``filesuite``, ``filetasks``, ``filerules``, ``filecalls``, ``filepython``), a held-out pool
-from a second suite (``mixed``), the dev / held-out splits (``splits``) and hidden code
-checks through the sandbox (``codecheck``).
+from a second suite (``mixed``), counterfactual copies of public tasks (``rewrite``), the
+dev / held-out splits (``splits``) and hidden code checks through the sandbox
+(``codecheck``).
 
 May import: config (policy, pinned assets, the ``toolenv`` extra), providers.base
 (messages), tasks, errors, and ``sandbox`` (the code-check boundary that judges code a
@@ -53,6 +57,8 @@ __all__ = [
     "Suite",
     "UnknownTask",
     "check_suite",
+    "heldout_copies",
+    "heldout_evidence",
     "load_suite",
     "parse_spec",
     "policy_splits",
@@ -72,6 +78,7 @@ _VALID = (
 )
 _loaded: dict[tuple[str, Path], Suite] = {}
 _mixes: dict[tuple[str, str], MixedSuite] = {}
+_copies: dict[tuple[int, str, int], tuple[Suite, Suite]] = {}
 _lock = threading.Lock()
 
 
@@ -167,6 +174,55 @@ def _splits(suite: Suite, p: SuitePolicy, seed: str) -> Splits:
         dev_size=p.dev_size,
         heldout_size=p.heldout_size,
         suite=f"suite '{p.name}'",
+    )
+
+
+def heldout_copies(suite: Suite, splits: Splits, seed: str) -> Suite:
+    """``suite`` with its held-out pool replaced by counterfactual copies made from ``seed``
+    (the policy's ``split_seed`` or the installation's secret). A mix rewrites its held-out
+    member where it is a public suite; suites that cannot be rewritten come back as they are
+    (:func:`heldout_evidence` says so). Made once per process and seed."""
+    pool = tuple(splits.heldout)
+    key = (id(suite), seed, hash(pool))
+    with _lock:
+        known = _copies.get(key)
+        if known is not None and known[0] is suite:
+            return known[1]
+    made: Suite = suite
+    if isinstance(suite, BfclSuite | HumanEvalSuite):
+        made = suite.counterfactual(pool, seed)
+    elif isinstance(suite, MixedSuite) and isinstance(suite.heldout, BfclSuite | HumanEvalSuite):
+        member = suite.heldout
+        made = MixedSuite(suite.dev, member.counterfactual(member.task_ids(), seed))
+    with _lock:
+        _copies[key] = (suite, made)
+    return made
+
+
+def heldout_evidence(p: SuitePolicy) -> str:
+    """One line for ``policy check``: what the held-out tasks are, and what to do where a
+    harness could know them in advance."""
+    held = p.heldout_suite or p.name
+    name, parts = parse_spec(held)
+    public = name in ("bfcl", "humaneval", "agentdojo")
+    rewritable = name == "humaneval" or (name == "bfcl" and not set(parts) & set(MULTI_TURN))
+    if not public:
+        return f"held-out tasks: '{held}', your own tasks (a harness cannot know them in advance)"
+    if rewritable and p.counterfactual:
+        return (
+            f"held-out tasks: counterfactual copies of '{held}' made from this installation's "
+            "secret (numbers, exact strings, names and order rewritten)"
+        )
+    if rewritable:
+        return (
+            f"held-out tasks: the public tasks of '{held}' ([suite] counterfactual = false): a "
+            "harness that knows them can be promoted; set counterfactual = true"
+        )
+    return (
+        f"held-out tasks: the public tasks of '{held}', which cannot be rewritten safely (their "
+        "tool environments' state is fixed data): a harness that knows them can be promoted; "
+        "set [suite] heldout_suite to a private suite of your own tasks (README 'Your own "
+        "tasks', or `harnessctl label` on live requests)"
     )
 
 

