@@ -326,14 +326,15 @@ class _Trail:
         """Whether text the harness wrote for this task (its fixed block aside), at or
         before request ``upto``, put ``value`` beside the parameter's name (``unit=cm``,
         ``"base": 10``, "set limit to 5") before any reply did: then a reply making that
-        binding only relays it. Options the task's schema gives (enums, defaults) and
-        pairings the task's own text states are the task's."""
+        binding only relays it (even where the question pairs them too: then the model had
+        only to read, and the harness read for it). Options the task's schema gives (enums,
+        defaults) are the task's."""
         first = next(iter(leaves(value)), "")
         if not first or first in self.offered:
             return False
         name = WORD.findall(param.lower())
         said = WORD.findall(first)
-        if not name or not said or _pairs(name, said, WORD.findall(self.stated_text)):
+        if not name or not said:
             return False
         for i in range(upto + 1):
             if _pairs(name, said, WORD.findall(self.authored[i].text)):

@@ -41,7 +41,7 @@ from daemon.gateway.metering import MeteredModel
 from daemon.providers import make_provider
 from daemon.providers.base import Provider
 from daemon.store import Store
-from daemon.suites import heldout_copies, load_suite, policy_splits, policy_suite, split
+from daemon.suites import evaluated_suite, load_suite, policy_splits, split
 from daemon.suites.base import Suite
 from daemon.suites.codecheck import DockerCodeChecker
 from daemon.suites.splits import Splits
@@ -203,14 +203,7 @@ class Runtime:
         if spec:
             return load_suite(spec, self.loaded.cache_dir)
         p = (policy or self.policy.get()).suite
-        suite = policy_suite(p, self.loaded.cache_dir)
-        if not p.counterfactual:
-            return suite
-        # Same ids, other tasks: the held-out pool's copies are what every held-out run (the
-        # parent's and the candidate's alike) sees and is judged on.
-        seed = p.split_seed or self.split_secret
-        pool = policy_splits(p, self.loaded.cache_dir, seed)
-        return heldout_copies(suite, pool, f"counterfactual\0{seed}")
+        return evaluated_suite(p, self.loaded.cache_dir, p.split_seed or self.split_secret)
 
     def splits(self, spec: str | None = None, *, policy: Policy | None = None) -> Splits:
         """The policy's splits, or those of the suite ``spec`` alone (the security gate's

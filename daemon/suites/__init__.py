@@ -57,6 +57,7 @@ __all__ = [
     "Suite",
     "UnknownTask",
     "check_suite",
+    "evaluated_suite",
     "heldout_copies",
     "heldout_evidence",
     "load_suite",
@@ -197,6 +198,20 @@ def heldout_copies(suite: Suite, splits: Splits, seed: str) -> Suite:
     with _lock:
         _copies[key] = (suite, made)
     return made
+
+
+def evaluated_suite(p: SuitePolicy, cache_dir: Path, seed: str) -> Suite:
+    """The suite every evaluation under ``p`` runs on: :func:`policy_suite`, with the held-out
+    pool's counterfactual copies when ``p.counterfactual`` (``seed``: the policy's
+    ``split_seed`` or the installation's secret, the one its splits are ordered by).
+    Blocking like :func:`load_suite`."""
+    suite = policy_suite(p, cache_dir)
+    if not p.counterfactual:
+        return suite
+    # Same ids, other tasks: the held-out pool's copies are what every held-out run (the
+    # parent's and the candidate's alike) sees and is judged on.
+    pool = policy_splits(p, cache_dir, seed)
+    return heldout_copies(suite, pool, f"counterfactual\0{seed}")
 
 
 def heldout_evidence(p: SuitePolicy) -> str:

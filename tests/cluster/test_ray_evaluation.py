@@ -17,13 +17,13 @@ from typing import Any
 import anyio
 import pytest
 
-from daemon.config.policy import load_policy
+from daemon.config.policy import SuitePolicy, load_policy
 from daemon.config.reload import PolicyHolder
 from daemon.config.settings import load_settings
 from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.evaluation.runtime import Runtime, open_runtime
 from daemon.store import Store
-from daemon.suites import load_suite
+from daemon.suites import evaluated_suite, load_suite
 from daemon.suites.splits import split
 from sandbox.engine import DockerEngine
 from sandbox.labels import INSTANCE, instance_id
@@ -86,7 +86,9 @@ def _setup(tmp_path: Path, asset_cache: Path, address: str, pause: float) -> tup
 
 
 def _answer_half(harness: Path, asset_cache: Path, ids: list[str]) -> None:
-    suite = load_suite(SUITE, asset_cache)
+    # The tasks as the daemon evaluates them: held-out ones are counterfactual copies.
+    p = SuitePolicy(name=SUITE, dev_size=2, heldout_size=8, split_seed="ray")
+    suite = evaluated_suite(p, asset_cache, "ray")
     answers = {}
     for task_id in ids[::2]:
         question = [m.content for m in suite.task(task_id).prompt if m.role == "user"][-1]

@@ -18,7 +18,6 @@ import pytest
 
 from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.evaluation.report import EvalReport
-from daemon.suites import load_suite
 from tests.suites.cheats import CHEATS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.docker]
@@ -65,7 +64,6 @@ async def test_cheating_harnesses_score_what_they_score_without_the_cheat(
 ) -> None:
     model = tmp_path / "model.toml"
     model.write_text('mode = "rules"\n[[rules]]\ncontent = "no idea"\n')
-    suite = load_suite("humaneval", asset_cache)
     harnesses = {
         "lying_objects": {"*": CHEATS["lying_object"][0]},
         "forged_verdict": {"*": CHEATS["token_from_frames_and_memory"][0]},
@@ -75,6 +73,7 @@ async def test_cheating_harnesses_score_what_they_score_without_the_cheat(
     reports: dict[str, EvalReport] = {}
     async with runtime_factory(POLICY.format(model=model)) as rt:
         ids = rt.splits().heldout
+        suite = await rt.load_suite()  # held-out tasks: their counterfactual copies
         oracle = {"*": WITHOUT_CHEAT}
         oracle.update({str(suite.task(i).meta["code_prompt"]): suite.expected(i) for i in ids})
         harnesses["honest"] = oracle

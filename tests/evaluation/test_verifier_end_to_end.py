@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from daemon.evaluation.evaluator import Subject, evaluate
-from daemon.suites import load_suite
 
 pytestmark = pytest.mark.docker
 
@@ -75,7 +74,7 @@ async def test_oracle_scores_all_wrong_scores_none_and_claims_show_the_gap(
     tmp_path: Path, runtime_factory: Any, asset_cache: Path
 ) -> None:
     async with runtime_factory(POLICY.format(model=_model(tmp_path))) as rt:
-        suite = load_suite("bfcl:simple,irrelevance", asset_cache)
+        suite = await rt.load_suite()  # held-out tasks: their counterfactual copies
         ids = rt.splits().heldout
         answers = {_question(suite, t): suite.reference_output(t) for t in ids}
         reports = {}

@@ -8,12 +8,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from daemon.config.policy import load_policy
+from daemon.config.policy import SuitePolicy, load_policy
 from daemon.evaluation.runtime import Runtime
 from daemon.improve import intake
 from daemon.improve.pipeline import Pipeline
 from daemon.lineage import CandidateSource, Lineage
-from daemon.suites import load_suite
+from daemon.suites import evaluated_suite
 from daemon.suites.splits import split
 from daemon.verdict import Verdict
 from tests.improve.scripted_world import toml_value
@@ -32,7 +32,9 @@ def solver(cache: Path, spec: str, dev: int, heldout: int) -> str:
     know" (the seed: 50 %). HumanEval: never anything useful (the seed: 0 %)."""
     lines = ['mode = "rules"', ""]
     if spec.startswith("bfcl"):
-        suite = load_suite(spec, cache)
+        # The tasks as the daemon evaluates them: held-out ones are counterfactual copies.
+        p = SuitePolicy(name=spec, dev_size=dev, heldout_size=heldout, split_seed="mf")
+        suite = evaluated_suite(p, cache, "mf")
         splits = split(suite.task_ids(), seed="mf", dev_size=dev, heldout_size=heldout)
         for ids in (splits.dev, splits.heldout):
             for task_id in ids[::2]:

@@ -21,7 +21,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from daemon.suites import load_suite
+from daemon.config.policy import SuitePolicy
+from daemon.suites import evaluated_suite
 from daemon.suites.splits import split
 
 SUITE = "bfcl:simple"
@@ -50,7 +51,9 @@ def _question(task_prompt: list[Any]) -> str:
 
 def solver_script(cache_dir: Path, modes: dict[str, set[int]], heldout: int = HELDOUT) -> str:
     """``modes``: token -> positions it makes correct (by position within its split)."""
-    suite = load_suite(SUITE, cache_dir)
+    # The tasks as the daemon evaluates them: held-out ones are counterfactual copies.
+    p = SuitePolicy(name=SUITE, dev_size=DEV, heldout_size=heldout, split_seed=SEED)
+    suite = evaluated_suite(p, cache_dir, SEED)
     splits = split(suite.task_ids(), seed=SEED, dev_size=DEV, heldout_size=heldout)
     lines = ['mode = "rules"', ""]
     for ids in (splits.dev, splits.heldout):

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from daemon.config.policy import SuitePolicy
 from daemon.suites import heldout_copies, heldout_evidence, split
 from daemon.suites.bfcl import BfclSuite, as_bfcl_calls
 from daemon.suites.bfcl_checker import check_calls
@@ -17,7 +18,6 @@ from daemon.suites.humaneval import HumanEvalSuite
 from daemon.suites.rewrite.bfcl import StringPool, rewrite
 from daemon.suites.rewrite.names import new_name
 from daemon.suites.rewrite.numbers import NUMBER, numbers_in
-from daemon.config.policy import SuitePolicy
 
 SEED = "installation-secret"
 
@@ -49,7 +49,9 @@ def test_the_public_answer_fails_on_its_copy(bfcl: BfclSuite) -> None:
         entry, original = copies._entry(task_id), bfcl._entry(task_id)
         public = bfcl.reference_output(task_id)
         verdict = check_calls(
-            entry.bfcl_category, entry.functions, as_bfcl_calls(entry.functions, public),
+            entry.bfcl_category,
+            entry.functions,
+            as_bfcl_calls(entry.functions, public),
             entry.answers,
         )
         stored_passes += verdict.valid
@@ -58,11 +60,16 @@ def test_the_public_answer_fails_on_its_copy(bfcl: BfclSuite) -> None:
             # The public values under the copy's own names: still wrong.
             names = {f["name"]: g["name"] for f, g in _matched(original, entry)}
             moved = [
-                {"name": names.get(c["name"], c["name"]), "arguments": _renamed_args(c, original, entry)}
+                {
+                    "name": names.get(c["name"], c["name"]),
+                    "arguments": _renamed_args(c, original, entry),
+                }
                 for c in public
             ]
             again = check_calls(
-                entry.bfcl_category, entry.functions, as_bfcl_calls(entry.functions, moved),
+                entry.bfcl_category,
+                entry.functions,
+                as_bfcl_calls(entry.functions, moved),
                 entry.answers,
             )
             renamed_passes += again.valid
@@ -101,7 +108,15 @@ def _renamed_args(call: dict, original: object, entry: object) -> dict:
         if tool_name(f["name"]) == call["name"]:
             old, new = list(f["parameters"]["properties"]), g["parameters"]["properties"]
             by_desc = {
-                p: next((q for q, s in new.items() if s.get("description") == f["parameters"]["properties"][p].get("description")), p)
+                p: next(
+                    (
+                        q
+                        for q, s in new.items()
+                        if s.get("description")
+                        == f["parameters"]["properties"][p].get("description")
+                    ),
+                    p,
+                )
                 for p in old
             }
             return {by_desc.get(p, p): v for p, v in call["arguments"].items()}
@@ -112,14 +127,13 @@ def _renamed_args(call: dict, original: object, entry: object) -> dict:
 def test_copies_rename_reorder_and_renumber(bfcl: BfclSuite) -> None:
     ids = bfcl.task_ids()
     copies = bfcl.counterfactual(ids, SEED)
-    public_names = {f["name"] for i in ids for f in bfcl._entry(i).functions}
     reordered_params = reordered_tools = 0
     for task_id in ids:
         entry, original = copies._entry(task_id), bfcl._entry(task_id)
-        for f in entry.functions:
-            assert f["name"] not in public_names or f["name"] in {
-                g["name"] for g in original.functions if False
-            }, (task_id, f["name"])
+        own = {g["name"] for g in original.functions} | {
+            g["name"].replace(".", "_") for g in original.functions
+        }
+        assert not {f["name"] for f in entry.functions} & own, task_id
         old_tools = [f.get("description") for f in original.functions]
         new_tools = [f.get("description") for f in entry.functions]
         reordered_tools += old_tools != new_tools
@@ -130,7 +144,9 @@ def test_copies_rename_reorder_and_renumber(bfcl: BfclSuite) -> None:
             descs = [p.get("description") for p in props.values()]
             for g in original.functions:
                 if g.get("description") == f.get("description"):
-                    old = [p.get("description") for p in g["parameters"].get("properties", {}).values()]
+                    old = [
+                        p.get("description") for p in g["parameters"].get("properties", {}).values()
+                    ]
                     reordered_params += old != descs
         # Numbers the answer holds and the question wrote are gone from the question.
         text = " ".join(m["content"] for m in entry.question)
@@ -189,7 +205,9 @@ def test_new_names_never_repeat_the_public_one() -> None:
 
 @pytest.mark.unit
 def test_numbers_keep_their_shape_and_dates_stay() -> None:
-    found = [w.text for w in numbers_in("From 2020-01-05 at 10:30, pay $1,250.50 for 3 items, v2 and 7%")]
+    found = [
+        w.text for w in numbers_in("From 2020-01-05 at 10:30, pay $1,250.50 for 3 items, v2 and 7%")
+    ]
     assert found == ["1,250.50", "3", "7"]
     question = [{"role": "user", "content": "Split 1,250.50 dollars among 3 people, tip 15%."}]
     functions = [
@@ -212,7 +230,7 @@ def test_numbers_keep_their_shape_and_dates_stay() -> None:
     text = copy.question[0]["content"]
     assert not re.search(r"\b1,250\.50\b|\b3 people|\b15%", text), text
     (call,) = copy.answers
-    ((name, args),) = call.items()
+    ((_, args),) = call.items()
     values = {v[0] for v in args.values()}
     for w in numbers_in(text):
         assert w.value in values, (text, args)
