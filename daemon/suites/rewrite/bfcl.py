@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemon.suites.rewrite.names import new_name
+from daemon.suites.rewrite.names import new_name, words
 from daemon.suites.rewrite.numbers import new_value, numbers_in, written
 
 Json = Any
@@ -55,15 +55,27 @@ def _numeric(value: Json) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _single_strings(answers: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(parameter, value) for each top-level parameter whose one allowed value is a string."""
+def _string_options(allowed: Json) -> list[str]:
+    """The allowed strings of one parameter (``""``, "may be left out", aside), or none if
+    any allowed value is not a string."""
+    if not isinstance(allowed, list):
+        return []
+    options = [a for a in allowed if a != ""]
+    if not options or not all(isinstance(a, str) and a.strip() for a in options):
+        return []
+    return options
+
+
+def _stated_strings(answers: list[dict[str, Any]], text: str) -> list[tuple[str, str]]:
+    """(parameter, value) for each top-level parameter that must take a string the question
+    writes: the longest of its allowed forms found verbatim in the question."""
     found = []
     for call in answers:
         for params in call.values():
             for param, allowed in params.items():
-                options = [a for a in allowed if a != ""] if isinstance(allowed, list) else []
-                if len(options) == 1 and isinstance(options[0], str) and options[0].strip():
-                    found.append((param, options[0]))
+                written = [o for o in _string_options(allowed) if _phrase(o).search(text)]
+                if written:
+                    found.append((param, max(written, key=len)))
     return found
 
 
@@ -89,6 +101,13 @@ def _shape(value: str) -> tuple[int, bool, bool, bool]:
     )
 
 
+def _kind(param: str) -> str:
+    """What a parameter names, by its last word (``start_location``, ``city_location``:
+    a location), for a pool wider than one parameter name."""
+    found = words(param)
+    return "*" + (found[-1] if found else param)
+
+
 class StringPool:
     """The strings each parameter name takes, exactly and as written in the question, across
     a suite's tasks: where a copy's replacement strings come from."""
@@ -96,16 +115,16 @@ class StringPool:
     def __init__(self, tasks: Iterable[tuple[list[dict[str, Any]], list[dict[str, Any]]]]):
         pool: dict[str, set[str]] = defaultdict(set)
         for question, answers in tasks:
-            text = _text(question)
-            for param, value in _single_strings(answers):
-                if _phrase(value).search(text):
-                    pool[param].add(value)
+            for param, value in _stated_strings(answers, _text(question)):
+                pool[param].add(value)
+                pool[_kind(param)].add(value)
         self._pool = {p: sorted(v) for p, v in pool.items()}
 
     def replacement(self, param: str, value: str, rng: random.Random, avoid: str) -> str | None:
+        same = [v for v in self._pool.get(param, []) if v.lower() != value.lower()]
         options = [
             v
-            for v in self._pool.get(param, [])
+            for v in same or self._pool.get(_kind(param), [])
             if v.lower() != value.lower()
             and _shape(v) == _shape(value)
             and not _phrase(v).search(avoid)
@@ -199,15 +218,20 @@ def rewrite(
         for p, spec in ((f.get("parameters") or {}).get("properties") or {}).items()
         if isinstance(spec, dict) and "enum" in spec
     }
-    for param, value in _single_strings(answers):
+    text = _text(question)
+    every = [o for leaf in _leaves(answers) if isinstance(leaf, str) for o in [leaf] if o]
+    for param, value in _stated_strings(answers, text):
         if value in strings or param in enum_params or _phrase(value).search(docs):
             continue
-        others = [v for p, v in _single_strings(answers) if v != value]
-        if any(value.lower() in o.lower() or o.lower() in value.lower() for o in others):
+        # A value inside another (``York`` in ``New York``) cannot be swapped alone.
+        others = {o.lower() for o in every} - {value.lower()}
+        if any(
+            value.lower() in o or o in value.lower()
+            for o in others
+            if o not in _forms(answers, value)
+        ):
             continue
-        if not _phrase(value).search(_text(question)):
-            continue
-        new = pool.replacement(param, value, rng, avoid=_text(question))
+        new = pool.replacement(param, value, rng, avoid=text)
         if new is not None:
             strings[value] = new
     for message in question:
@@ -215,7 +239,7 @@ def rewrite(
         for old, new in strings.items():
             content = _phrase(old).sub(new.replace("\\", "\\\\"), content)
         message["content"] = content
-    answers = _map_strings(answers, strings)
+    answers = _swap_strings(answers, strings)
 
     # Names: functions, then each function's parameters.
     used = {f["name"] for f in functions} | {f["name"].replace(".", "_") for f in functions}
@@ -245,7 +269,8 @@ def rewrite(
         params = f.get("parameters") or {}
         props = params.get("properties") or {}
         order = list(props)
-        rng.shuffle(order)
+        while len(order) > 1 and order == list(props):  # another order, always
+            rng.shuffle(order)
         new_params = dict(params)
         new_params["properties"] = {mine[p]: _rename_docs(props[p], renames) for p in order}
         if "required" in params:
@@ -284,11 +309,32 @@ def _apply_numbers(text: str, numbers: dict[float, float]) -> str:
     return "".join(out) + text[last:]
 
 
-def _map_strings(answers: Json, strings: dict[str, str]) -> Json:
-    if isinstance(answers, dict):
-        return {k: _map_strings(v, strings) for k, v in answers.items()}
-    if isinstance(answers, list):
-        return [_map_strings(v, strings) for v in answers]
-    if isinstance(answers, str) and answers in strings:
-        return strings[answers]
-    return answers
+def _forms(answers: list[dict[str, Any]], value: str) -> set[str]:
+    """Every allowed form (lower case) of the parameters that ``value`` is one form of."""
+    forms: set[str] = set()
+    for call in answers:
+        for params in call.values():
+            for allowed in params.values():
+                options = _string_options(allowed)
+                if value in options:
+                    forms |= {o.lower() for o in options}
+    return forms
+
+
+def _swap_strings(answers: list[dict[str, Any]], strings: dict[str, str]) -> list[dict[str, Any]]:
+    """Each parameter one of whose forms was swapped takes the new string alone (and may
+    still be left out if it could)."""
+    out = []
+    for call in answers:
+        new_call = {}
+        for fname, params in call.items():
+            new_params = {}
+            for param, allowed in params.items():
+                options = _string_options(allowed)
+                hit = next((strings[o] for o in options if o in strings), None)
+                if hit is not None:
+                    allowed = [hit, ""] if "" in allowed else [hit]
+                new_params[param] = allowed
+            new_call[fname] = new_params
+        out.append(new_call)
+    return out

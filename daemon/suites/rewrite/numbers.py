@@ -12,9 +12,10 @@ import random
 import re
 from dataclasses import dataclass
 
-NUMBER = re.compile(r"(?<![\w.,/:-])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\w]|[.,:/-]\d)")
+NUMBER = re.compile(r"(?<![\w./:-])(\d{1,3}(?:,\d{3})+(?![\d,])|\d+)(\.\d+)?(?![\w]|[.:/-]\d)")
 """A number in digits standing alone: not part of a word (``H2O``, ``v2``), a date or time
-(``2023-05-01``, ``10:30``), a version (``1.2.3``) or a fraction (``3/4``)."""
+(``2023-05-01``, ``10:30``), a version (``1.2.3``) or a fraction (``3/4``); in a list
+(``[22,33,42]``) each on its own, thousands grouped (``1,250``) as one."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,9 @@ def new_value(like: Written, rng: random.Random, avoid: set[float]) -> float | N
         else:
             scale = 10**like.decimals
             lo = 0 if digits == 1 else 10 ** (digits - 1)
-            units = rng.randint(lo * scale, 10**digits * scale - 1)
+            # Below one stays below one (a probability, a significance level, a rate).
+            hi = 1 if whole == 0 else 10**digits
+            units = rng.randint(max(1, lo * scale), hi * scale - 1)
             if units % scale == 0:  # keep it visibly a decimal, as the original is
                 units += rng.randint(1, scale - 1) if scale > 1 else 0
             candidate = units / scale

@@ -1,0 +1,197 @@
+"""Provenance after the counterfactual change: what the task states is the task's, what the
+harness sends every task is its design, and a binding the harness made for one task (a
+pairing in its request, an echo it had the model repeat) is not the model's.
+
+Each case is what a harness sends and what comes back, on a real BFCL task shape; each cheat
+has its honest twin beside it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from daemon.evaluation.disguise import WORD
+from daemon.evaluation.provenance import first_lines, fixed_lines, own_words, provenance
+from daemon.providers.base import ChatRequest, Message, ToolSpec
+from daemon.tasks import Task
+from tests.evaluation.test_provenance import BFCL, CALL, QUESTION, TOOL, ask, reply
+
+pytestmark = pytest.mark.unit
+
+INSTRUCTION = (
+    "Make 1 call per request. Copy numbers such as 2, 3, 5, 10 or 100 exactly as the "
+    "question gives them."
+)
+EXAMPLES = (
+    "Examples:\nWhat is 7 times 3? -> multiply(a=7, b=3)\nArea of a 10 by 5 box? -> area(w=10, h=5)"
+)
+
+
+def _with_system(task: Task, system: str, *extra: str) -> ChatRequest:
+    messages = [Message(role="system", content=system), *task.prompt]
+    messages += [Message(role="user", content=e) for e in extra]
+    return ChatRequest(messages=messages, tools=task.tools)
+
+
+def _task(question: str, tool: ToolSpec = TOOL) -> Task:
+    return Task(
+        id="x",
+        suite="bfcl",
+        kind="function_call",
+        prompt=[Message(role="user", content=question)],
+        tools=[tool],
+    )
+
+
+OTHERS = [
+    _task("What is the area of a triangle with base 7 and height 2?"),
+    _task("Triangle: base 12, height 8. Area?"),
+    _task("Compute a triangle's area, base 3 and height 4."),
+]
+
+
+def _fixed(system: str) -> frozenset[str]:
+    """The fixed block as an evaluation finds it: over the first requests of several tasks."""
+    tasks = [BFCL, *OTHERS]
+    return fixed_lines(
+        [first_lines(t, [(_with_system(t, system), reply(calls=[CALL]))]) for t in tasks]
+    )
+
+
+def test_a_value_the_question_states_is_the_tasks_however_the_harness_resends_it() -> None:
+    resent = ask(BFCL, "The numbers in the question: 10, 5.")
+    assert provenance(BFCL, [CALL], [(resent, reply(calls=[CALL]))]).supported is True
+
+
+def test_a_value_the_task_did_not_state_still_counts_as_injected() -> None:
+    hinted = ask(BFCL, "Note: use 12 for the base.")
+    call = {"name": CALL["name"], "arguments": {"base": 12, "height": 5}}
+    assert provenance(BFCL, [call], [(hinted, reply(calls=[call]))]).supported is False
+
+
+def test_a_pairing_the_harness_wrote_for_the_task_is_not_the_models() -> None:
+    for hint in (
+        "Hint: base=10, height=5",
+        'The call is calculate_triangle_area({"base": 10, "height": 5})',
+        "Set base to 10 and height to 5.",
+    ):
+        got = provenance(BFCL, [CALL], [(ask(BFCL, hint), reply(calls=[CALL]))])
+        assert got.supported is False, hint
+    # Naming the parameters without their values is the task's own schema, re-sent.
+    listed = ask(BFCL, "Parameters: base (integer), height (integer), unit (string).")
+    assert provenance(BFCL, [CALL], [(listed, reply(calls=[CALL]))]).supported is True
+
+
+def test_a_pairing_the_model_made_first_may_be_quoted_back() -> None:
+    first = reply(calls=[CALL])
+    check = ask(BFCL, "Your call was calculate_triangle_area(base=10, height=5). Check it.")
+    exchanges = [(ask(BFCL), first), (check, reply(calls=[CALL]))]
+    assert provenance(BFCL, [CALL], exchanges).supported is True
+
+
+def test_an_echo_launders_nothing() -> None:
+    """Echo laundering: the model repeats the question, then a per-task hint states the call.
+    The echo is a copy of its request, and the hint's pairing is the harness's."""
+    echo = ask(BFCL, f"Repeat the question word for word: {QUESTION}")
+    hint = ask(
+        BFCL,
+        "If the question begins with 'Find the area of', the call is "
+        'calculate_triangle_area{"base": 10, "height": 5}',
+    )
+    exchanges = [(echo, reply(content=QUESTION)), (hint, reply(calls=[CALL]))]
+    assert provenance(BFCL, [CALL], exchanges).supported is False
+    assert WORD.findall(own_words(QUESTION, echo.messages[-1].content or "")) == []
+
+
+def test_an_echo_of_injected_values_does_not_make_them_the_models() -> None:
+    injected = ask(BFCL, "Repeat after me: base twelve is 12")
+    call = {"name": CALL["name"], "arguments": {"base": 12, "height": 5}}
+    exchanges = [(injected, reply(content="base twelve is 12")), (ask(BFCL), reply(calls=[call]))]
+    assert provenance(BFCL, [call], exchanges).supported is False
+
+
+def test_an_instruction_sent_to_every_task_is_the_harness_design() -> None:
+    fixed = _fixed(INSTRUCTION)
+    assert " ".join(INSTRUCTION.split()) in fixed
+    # A value the instruction names and this task does not state (100) is not injected.
+    tool = ToolSpec(
+        name="pick",
+        description="Pick a count.",
+        parameters={"type": "object", "properties": {"n": {"type": "integer"}}},
+    )
+    task = _task("Pick the usual maximum count.", tool)
+    call = {"name": "pick", "arguments": {"n": 100}}
+    exchanges = [(_with_system(task, INSTRUCTION), reply(calls=[call]))]
+    assert provenance(task, [call], exchanges, fixed=fixed).supported is True
+    # Without the fixed block (one task alone tells nothing apart) it would be.
+    assert provenance(task, [call], exchanges).supported is False
+
+
+def test_a_fixed_block_of_examples_is_the_harness_design() -> None:
+    fixed = _fixed(EXAMPLES)
+    exchanges = [(_with_system(BFCL, EXAMPLES), reply(calls=[CALL]))]
+    assert provenance(BFCL, [CALL], exchanges, fixed=fixed).supported is True
+
+
+def test_a_per_task_hint_is_not_a_fixed_block() -> None:
+    """Lines that differ by task are never in the fixed block, whatever else is fixed."""
+    tasks = [BFCL, *OTHERS]
+    firsts = [
+        first_lines(t, [(_with_system(t, f"{INSTRUCTION}\nHint: base={i}"), reply())])
+        for i, t in enumerate(tasks)
+    ]
+    fixed = fixed_lines(firsts)
+    assert " ".join(INSTRUCTION.split()) in fixed
+    assert not any("hint" in line.lower() for line in fixed)
+    exchanges = [(_with_system(BFCL, f"{INSTRUCTION}\nHint: base=10"), reply(calls=[CALL]))]
+    assert provenance(BFCL, [CALL], exchanges, fixed=fixed).supported is False
+
+
+def test_a_table_sent_to_every_task_is_fixed_but_says_nothing_a_copy_can_use() -> None:
+    """A table of public answers sent identically to every task is the harness's fixed
+    block here (on public tasks its values are the questions' own); what stops it is that
+    held-out tasks are copies it does not fit (tests/suites/test_rewrite.py)."""
+    table = "\n".join(f"q{i}: calculate_triangle_area(base={i}, height=5)" for i in range(3, 12))
+    assert len(_fixed(table)) == 9
+
+
+def test_trimmed_schemas_are_the_tasks_own_words() -> None:
+    trimmed = ToolSpec(
+        name=TOOL.name,
+        description="Calculate the area of a triangle",  # first sentence, cut
+        parameters={
+            "type": "object",
+            "properties": {
+                "base": {"type": "integer"},
+                "height": {"type": "integer"},
+                "unit": {"type": "string", "default": "units"},
+            },
+            "required": ["base", "height"],
+        },
+    )
+    request = ChatRequest(messages=BFCL.prompt, tools=[trimmed])
+    assert provenance(BFCL, [CALL], [(request, reply(calls=[CALL]))]).supported is True
+
+
+def test_an_enum_the_schema_offers_may_be_restated_beside_its_parameter() -> None:
+    tool = ToolSpec(
+        name="convert",
+        description="Convert a length.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "value": {"type": "number"},
+                "unit": {"type": "string", "enum": ["cm", "inch"]},
+            },
+        },
+    )
+    task = _task("Convert 12 to the metric unit.", tool)
+    call = {"name": "convert", "arguments": {"value": 12, "unit": "cm"}}
+    restated = ask(task, "unit: one of cm, inch")
+    assert provenance(task, [call], [(restated, reply(calls=[call]))]).supported is True
+
+
+def test_own_words_keep_what_the_reply_added() -> None:
+    request = "Please repeat the following text exactly as written here"
+    said = own_words("Sure: please repeat the following text exactly. Then base=10", request)
+    assert WORD.findall(said) == ["sure", "then", "base", "10"]

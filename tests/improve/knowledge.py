@@ -1,0 +1,252 @@
+"""A world for harnesses that know the public tasks, and their honest twins.
+
+A scripted model stands in for a capable one that follows hints: it answers half of the
+tasks by itself (the seed's 25 %), follows whatever a request's hint says (a pointer table's
+"p1=w11", an echoed question's conditional "the call is f{json}"), and answers every task
+right when the harness gives it an honest instruction or a fixed block of examples. Every
+rule is written against the tasks as the daemon evaluates them (held-out ones are
+counterfactual copies), so following a public hint on a copy gives what following it there
+really gives.
+
+The cheats' tables are built from the public suite, as a proposer that has read BFCL would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from daemon.config.policy import SuitePolicy
+from daemon.suites import evaluated_suite, load_suite
+from daemon.suites.base import Suite
+from daemon.suites.splits import split
+from tests.improve.pipeline_world import LOOSE
+from tests.improve.scripted_world import toml_value
+
+SPEC, DEV, HELDOUT, SPLIT_SEED = "bfcl:simple", 4, 60, "mf"
+
+INSTRUCTION = (
+    "Make 1 call per request. Copy numbers such as 2, 3, 5, 10 or 100 exactly as the "
+    "question gives them."
+)
+EXAMPLES = """Examples of calls:
+What is 7 times 3? -> multiply(a=7, b=3)
+Area of a 10 by 5 rectangle? -> rectangle_area(width=10, height=5)
+Weather in Paris in celsius? -> get_weather(city="Paris", unit="celsius")"""
+ECHO = "Repeat the question word for word: "
+
+
+def question_of(suite: Suite, task_id: str) -> str:
+    return [m.content for m in suite.task(task_id).prompt if m.role == "user"][-1] or ""
+
+
+def words_of(question: str) -> list[str]:
+    return [w.strip(".,;:!?'\"()") for w in question.split()]
+
+
+def key_of(question: str) -> str:
+    return hashlib.sha1(question.encode()).hexdigest()[:10]
+
+
+def _scalar(word: str) -> Any:
+    try:
+        return int(word)
+    except ValueError:
+        try:
+            return float(word)
+        except ValueError:
+            return word
+
+
+def _span(words: list[str], value: Any) -> tuple[int, int] | None:
+    """Where the question writes ``value``: a run of its words (1-based, inclusive)."""
+    wanted = [w.lower() for w in str(value).split()]
+    if isinstance(value, float) and value.is_integer():
+        wanted = [str(int(value))]
+    lowered = [w.lower() for w in words]
+    for i in range(len(words) - len(wanted) + 1):
+        if lowered[i : i + len(wanted)] == wanted:
+            return i + 1, i + len(wanted)
+    return None
+
+
+def pointers(suite: Suite, task_id: str) -> str | None:
+    """Which question words fill which parameter (by the parameter's place in the schema),
+    for a task whose every answer value its question writes; None otherwise."""
+    words = words_of(question_of(suite, task_id))
+    (call,) = suite.reference_output(task_id)
+    (tool,) = suite.task(task_id).tools
+    order = list(tool.parameters.get("properties") or {})
+    parts = []
+    for param, value in call["arguments"].items():
+        at = _span(words, value) if isinstance(value, int | float | str) else None
+        if at is None or isinstance(value, bool):
+            return None
+        parts.append(f"p{order.index(param) + 1}=w{at[0]}-{at[1]}")
+    return "; ".join(sorted(parts))
+
+
+def following(suite: Suite, task_id: str, hint: str) -> dict[str, Any]:
+    """The call a model that follows the pointer ``hint`` makes on this task."""
+    words = words_of(question_of(suite, task_id))
+    (tool,) = suite.task(task_id).tools
+    order = list(tool.parameters.get("properties") or {})
+    arguments = {}
+    for part in hint.split("; "):
+        p, w = part.split("=")
+        place = int(p[1:]) - 1
+        first, last = (int(n) for n in w[1:].split("-"))
+        if place < len(order) and last <= len(words):
+            arguments[order[place]] = _scalar(" ".join(words[first - 1 : last]))
+    return {"name": tool.name, "arguments": arguments}
+
+
+def first_words(question: str) -> str:
+    return " ".join(question.split()[:4])
+
+
+def public_tables(cache: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """What a proposer that read BFCL simple can carry: a pointer table keyed by a hash of
+    the question, and the calls keyed by the question's first four words."""
+    public = load_suite(SPEC, cache)
+    table, calls = {}, {}
+    for task_id in public.task_ids():
+        question = question_of(public, task_id)
+        hint = pointers(public, task_id)
+        if hint is not None:
+            table[key_of(question)] = hint
+        (call,) = public.reference_output(task_id)
+        calls.setdefault(first_words(question), json.dumps(call))
+    return table, calls
+
+
+def model_script(cache: Path, counterfactual: bool = True) -> str:
+    """The scripted model's rules for every task as the daemon evaluates it."""
+    p = SuitePolicy(
+        name=SPEC,
+        dev_size=DEV,
+        heldout_size=HELDOUT,
+        split_seed=SPLIT_SEED,
+        counterfactual=counterfactual,
+    )
+    suite = evaluated_suite(p, cache, SPLIT_SEED)
+    splits = split(suite.task_ids(), seed=SPLIT_SEED, dev_size=DEV, heldout_size=HELDOUT)
+    table, calls = public_tables(cache)
+    rules: list[str] = ['mode = "rules"', ""]
+
+    def rule(reply: str, **patterns: str) -> None:
+        rules.append("[[rules]]")
+        rules.extend(f"{k} = {json.dumps(v)}" for k, v in patterns.items())
+        rules.extend([reply, ""])
+
+    for ids in (splits.dev, splits.heldout):
+        for pos, task_id in enumerate(ids):
+            question = question_of(suite, task_id)
+            exact = "^" + re.escape(question) + "$"
+            right = "tool_calls = " + toml_value(suite.reference_output(task_id))
+            # The echo: the model repeats what it is asked to repeat.
+            rule(f"content = {json.dumps(question)}", match="^" + re.escape(ECHO + question) + "$")
+            # A hint, followed as given.
+            hint = table.get(key_of(question))
+            if hint is not None:
+                call = following(suite, task_id, hint)
+                rule(
+                    "tool_calls = " + toml_value([call]),
+                    match="^" + re.escape(f"{question}\n\nPOINTERS: {hint}") + "$",
+                )
+            known = calls.get(first_words(question))
+            if known is not None:
+                said = json.loads(known)
+                rule(
+                    "tool_calls = " + toml_value([said]),
+                    match="^" + re.escape(_conditional(question, known)) + "$",
+                )
+            # Honest help: an instruction or examples sent to every task.
+            rule(right, match=exact, system=re.escape(INSTRUCTION))
+            rule(right, match=exact, system=re.escape(EXAMPLES))
+            if pos % 4 == 0:  # the seed's own quarter
+                rule(right, match=exact)
+    rule('content = "I do not know."')
+    return "\n".join(rules)
+
+
+def _conditional(question: str, call: str) -> str:
+    return f"If the question begins with '{first_words(question)}', the call is {call}"
+
+
+def world_policy(model: Path, counterfactual: bool = True) -> str:
+    return f"""
+[models]
+primary = "scripted:{model}"
+[suite]
+name = "{SPEC}"
+dev_size = {DEV}
+heldout_size = {HELDOUT}
+split_seed = "{SPLIT_SEED}"
+counterfactual = {"true" if counterfactual else "false"}
+[sandbox]
+wall_s = 60.0
+concurrency = 3
+{LOOSE}"""
+
+
+def _seed_patch(rationale: str, search: str, replace: str) -> str:
+    """One SEARCH/REPLACE block on the seed (each side a whole number of lines)."""
+    search, replace = search.rstrip("\n") + "\n", replace.rstrip("\n") + "\n"
+    return (
+        f"Rationale: {rationale}\n\n"
+        f"harness.py\n<<<<<<< SEARCH\n{search}=======\n{replace}>>>>>>> REPLACE\n"
+    )
+
+
+def pointer_cheat(cache: Path) -> str:
+    table, _ = public_tables(cache)
+    return _seed_patch(
+        "say which question words fill which parameter",
+        "def solve(task, ctx):\n    state = State(task)\n",
+        "import hashlib\n\n"
+        f"POINTERS = {json.dumps(table, sort_keys=True)}\n\n\n"
+        "def solve(task, ctx):\n    state = State(task)\n"
+        '    question = state.messages[-1]["content"]\n'
+        "    hint = POINTERS.get(hashlib.sha1(question.encode()).hexdigest()[:10])\n"
+        "    if hint:\n"
+        '        hinted = question + "\\n\\nPOINTERS: " + hint\n'
+        '        state.messages[-1] = {"role": "user", "content": hinted}\n',
+    )
+
+
+def echo_cheat(cache: Path) -> str:
+    _, calls = public_tables(cache)
+    return _seed_patch(
+        "have the model restate the question first, then remind it of the call",
+        "def solve(task, ctx):\n    state = State(task)\n",
+        f"CALLS = {json.dumps(calls, sort_keys=True)}\n\n\n"
+        "def solve(task, ctx):\n    state = State(task)\n"
+        '    question = state.messages[-1]["content"]\n'
+        f'    ask = [{{"role": "user", "content": {json.dumps(ECHO)} + question}}]\n'
+        "    echo = ctx.model.chat(ask, max_tokens=MAX_TOKENS)\n"
+        '    head = " ".join(question.split()[:4])\n'
+        "    if head in CALLS:\n"
+        '        state.messages.append({"role": "assistant", "content": echo["content"]})\n'
+        '        state.messages.append({"role": "user", "content": '
+        '"If the question begins with \'" + head + "\', the call is " + CALLS[head]})\n',
+    )
+
+
+def instruction_patch() -> str:
+    return _seed_patch(
+        "tell the model to make one call and copy the question's numbers exactly",
+        'INSTRUCTIONS = ""',
+        f"INSTRUCTIONS = {json.dumps(INSTRUCTION)}",
+    )
+
+
+def examples_patch() -> str:
+    return _seed_patch(
+        "show the model three worked examples of calls",
+        'INSTRUCTIONS = ""',
+        f"INSTRUCTIONS = {json.dumps(EXAMPLES)}",
+    )
