@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Does the counterfactual rewrite make held-out tasks harder? The seed on the embedded model,
+paired on the same held-out tasks: once on the public tasks, once on their copies.
+
+Two runtimes over one store: ``[suite] counterfactual = false`` (the public tasks) and
+``true`` (their copies, from the same seed), the same N held-out task ids, the real path
+(sandbox, gateway, verifier). Printed: each side's accuracy, the paired difference with its
+95 % interval (the normal interval of the mean paired difference), the discordant pairs with
+McNemar's exact p, and the ground truth replayed on every copy of every BFCL single-call
+task (must verify 100 %). The load average is printed before and after.
+
+Usage: .venv/bin/python scripts/bench/counterfactual.py [--tasks 60] [--details out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from pathlib import Path
+
+import anyio
+from common import asset_cache, bench_settings, machine
+
+from daemon.evaluation.evaluator import Subject, evaluate
+from daemon.evaluation.runtime import eval_instance, open_runtime
+from daemon.store import Store
+from daemon.suites import load_suite
+from daemon.suites.bfcl import CATEGORIES, BfclSuite, as_bfcl_calls
+from daemon.suites.bfcl_checker import check_calls
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY = """
+[models]
+primary = "local:smollm2-135m"
+[suite]
+name = "bfcl:simple"
+dev_size = 20
+heldout_size = {tasks}
+split_seed = "counterfactual-bench"
+counterfactual = {counterfactual}
+[sandbox]
+concurrency = 2
+"""
+
+
+def replay_ground_truth() -> tuple[int, int]:
+    suite = load_suite("bfcl:" + ",".join(CATEGORIES), asset_cache())
+    assert isinstance(suite, BfclSuite)
+    ids = suite.task_ids()
+    copies = suite.counterfactual(ids, "counterfactual-bench")
+    ok = 0
+    for task_id in ids:
+        entry = copies._entry(task_id)
+        calls = as_bfcl_calls(entry.functions, copies.reference_output(task_id))
+        ok += check_calls(entry.bfcl_category, entry.functions, calls, entry.answers).valid
+    return ok, len(ids)
+
+
+def mcnemar(b: int, c: int) -> float:
+    """Exact two-sided p of b vs c discordant pairs."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+async def main(args: argparse.Namespace) -> None:
+    print(f"machine: {machine()}")
+    ok, total = replay_ground_truth()
+    print(f"ground truth replayed on every BFCL single-call copy: {ok}/{total} verify")
+    solved: dict[bool, dict[str, bool]] = {}
+    for counterfactual in (False, True):
+        text = POLICY.format(tasks=args.tasks, counterfactual=str(counterfactual).lower())
+        with bench_settings(text) as (loaded, holder, root):
+            store = Store(root / "state" / "state.db")
+            async with open_runtime(loaded, holder, store, instance=eval_instance("cf")) as rt:
+                ids = (await rt.load_splits()).heldout
+                subject = Subject(ROOT / "seeds" / "minimal", "seed")
+                report = await evaluate(
+                    rt, subject, split="heldout", task_ids=ids, model="local:smollm2-135m"
+                )
+                solved[counterfactual] = {t.id: t.passed for t in report.tasks}
+            store.close()
+    ids = sorted(solved[False])
+    public = [solved[False][i] for i in ids]
+    copies = [solved[True][i] for i in ids]
+    n = len(ids)
+    diffs = [int(c) - int(p) for p, c in zip(public, copies, strict=True)]
+    mean = sum(diffs) / n
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / max(n - 1, 1))
+    half = 1.96 * sd / math.sqrt(n)
+    b = sum(p and not c for p, c in zip(public, copies, strict=True))
+    c = sum(c and not p for p, c in zip(public, copies, strict=True))
+    print(f"held-out tasks: {n}")
+    print(f"  seed on the public tasks: {sum(public) / n:.1%}")
+    print(f"  seed on their copies:     {sum(copies) / n:.1%}")
+    print(
+        f"  paired difference (copies - public): {100 * mean:+.1f} points, 95 % interval "
+        f"{100 * (mean - half):+.1f} to {100 * (mean + half):+.1f}; discordant {b} public-only, "
+        f"{c} copy-only, McNemar exact p = {mcnemar(b, c):.2f}"
+    )
+    load = os.getloadavg()
+    print(f"load average {load[0]:.1f} at the end")
+    if args.details:
+        Path(args.details).write_text(json.dumps(solved, indent=1))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=60)
+    parser.add_argument("--details", default="")
+    anyio.run(main, parser.parse_args())
