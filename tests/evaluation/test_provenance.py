@@ -7,67 +7,14 @@ supported, or the check would cost real improvements their solves.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from daemon.evaluation.decoy import decoy_reply, decoy_request, replacements
 from daemon.evaluation.provenance import canonical, provenance
-from daemon.providers.base import ChatRequest, ChatResponse, Message, ToolCall, ToolSpec, Usage
-from daemon.tasks import Task
+from daemon.providers.base import ChatRequest, Message, ToolCall, ToolSpec
+from tests.support.exchanges import BFCL, CALL, CODE, CODE_PROMPT, QUESTION, TOOL, ask, reply
 
 pytestmark = pytest.mark.unit
-
-QUESTION = "Find the area of a triangle with a base of 10 units and height of 5 units."
-TOOL = ToolSpec(
-    name="calculate_triangle_area",
-    description="Calculate the area of a triangle given its base and height.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "base": {"type": "integer"},
-            "height": {"type": "integer"},
-            "unit": {"type": "string", "default": "units"},
-        },
-        "required": ["base", "height"],
-    },
-)
-CALL = {"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}
-BFCL = Task(
-    id="t",
-    suite="bfcl",
-    kind="function_call",
-    prompt=[Message(role="user", content=QUESTION)],
-    tools=[TOOL],
-)
-CODE_PROMPT = 'def add(a, b):\n    """Add two numbers."""\n'
-CODE = Task(
-    id="c",
-    suite="humaneval",
-    kind="code",
-    prompt=[
-        Message(role="system", content="You write Python."),
-        Message(role="user", content=f"Complete this function:\n{CODE_PROMPT}"),
-    ],
-    meta={"entry_point": "add", "code_prompt": CODE_PROMPT},
-)
-
-
-def reply(content: str | None = None, calls: list[dict[str, Any]] | None = None) -> ChatResponse:
-    return ChatResponse(
-        content=content,
-        tool_calls=[
-            ToolCall(id=f"c{i}", name=c["name"], arguments=c["arguments"])
-            for i, c in enumerate(calls or [])
-        ],
-        usage=Usage(prompt_tokens=10, completion_tokens=5),
-        model="m",
-    )
-
-
-def ask(task: Task, *extra: str) -> ChatRequest:
-    messages = [*task.prompt, *(Message(role="user", content=e) for e in extra)]
-    return ChatRequest(messages=messages, tools=task.tools)
 
 
 def test_canonical_values_compare_across_types_and_spacing() -> None:

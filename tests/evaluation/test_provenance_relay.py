@@ -14,7 +14,7 @@ from daemon.evaluation.disguise import WORD
 from daemon.evaluation.provenance import first_lines, fixed_lines, own_words, provenance
 from daemon.providers.base import ChatRequest, Message, ToolSpec
 from daemon.tasks import Task
-from tests.evaluation.test_provenance import BFCL, CALL, QUESTION, TOOL, ask, reply
+from tests.support.exchanges import BFCL, CALL, QUESTION, TOOL, ask, reply
 
 pytestmark = pytest.mark.unit
 
