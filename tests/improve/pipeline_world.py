@@ -27,13 +27,21 @@ max_encoded_chars = 200000
 """
 
 
-def solver(cache: Path, spec: str, dev: int, heldout: int) -> str:
+def solver(cache: Path, spec: str, dev: int, heldout: int, counterfactual: bool = True) -> str:
     """BFCL: the model answers the even positions of each split right, the rest "I do not
-    know" (the seed: 50 %). HumanEval: never anything useful (the seed: 0 %)."""
+    know" (the seed: 50 %). HumanEval: never anything useful (the seed: 0 %). Held-out tasks
+    as the daemon evaluates them: their counterfactual copies unless ``counterfactual`` is
+    off (a test of another defence against public answers, which copies would stop first)."""
     lines = ['mode = "rules"', ""]
     if spec.startswith("bfcl"):
         # The tasks as the daemon evaluates them: held-out ones are counterfactual copies.
-        p = SuitePolicy(name=spec, dev_size=dev, heldout_size=heldout, split_seed="mf")
+        p = SuitePolicy(
+            name=spec,
+            dev_size=dev,
+            heldout_size=heldout,
+            split_seed="mf",
+            counterfactual=counterfactual,
+        )
         suite = evaluated_suite(p, cache, "mf")
         splits = split(suite.task_ids(), seed="mf", dev_size=dev, heldout_size=heldout)
         for ids in (splits.dev, splits.heldout):
@@ -49,7 +57,9 @@ def solver(cache: Path, spec: str, dev: int, heldout: int) -> str:
     return "\n".join(lines)
 
 
-def policy(model: Path, spec: str, dev: int, heldout: int, extra: str = "") -> str:
+def policy(
+    model: Path, spec: str, dev: int, heldout: int, extra: str = "", counterfactual: bool = True
+) -> str:
     return f"""
 [models]
 primary = "scripted:{model}"
@@ -58,6 +68,7 @@ name = "{spec}"
 dev_size = {dev}
 heldout_size = {heldout}
 split_seed = "mf"
+counterfactual = {str(counterfactual).lower()}
 [sandbox]
 wall_s = 60.0
 concurrency = 3

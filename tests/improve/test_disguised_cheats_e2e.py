@@ -6,8 +6,9 @@ first makes a canary call (the model repeats the question) that tells a decoy ru
 real one: in a decoy run the model repeats another task's question, and the harness then
 behaves like the seed, so none of its wins survives the decoy. The scripted model does what
 any instruction-following model does with such requests. Through the real pipeline and
-sandbox, with the static screen loosened (the table is shown rejected there elsewhere):
-provenance must see through the spelling.
+sandbox, with the static screen loosened (the table is shown rejected there elsewhere), on
+the public held-out tasks (``counterfactual = false``: copies would stop it before provenance
+is reached): provenance must see through the spelling.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def _capable_model(tmp_path: Path, asset_cache: Path, suite: Any) -> Path:
     """The solver's script, preceded by what an instruction-following model does on every
     dev and held-out task (repeat the question when asked, reassemble a spelled-out call)."""
     splits = split(suite.task_ids(), seed="mf", dev_size=DEV, heldout_size=HELDOUT)
-    head, rest = solver(asset_cache, SPEC, DEV, HELDOUT).split("\n", 1)
+    head, rest = solver(asset_cache, SPEC, DEV, HELDOUT, counterfactual=False).split("\n", 1)
     capable = capable_model_rules(suite, [*splits.dev, *splits.heldout])
     model = tmp_path / "model.toml"
     model.write_text("\n".join([head, "", *capable, rest]))
@@ -46,7 +47,9 @@ async def test_spelled_out_answers_behind_a_decoy_canary_are_not_promoted(
 ) -> None:
     suite = load_suite(SPEC, asset_cache)
     model = _capable_model(tmp_path, asset_cache, suite)
-    async with runtime_factory(policy(model, SPEC, DEV, HELDOUT, LOOSE)) as rt:
+    async with runtime_factory(
+        policy(model, SPEC, DEV, HELDOUT, LOOSE, counterfactual=False)
+    ) as rt:
         lineage = Lineage(rt.store, tmp_path / "harnesses")
         lineage.init_seed(SEED)
         sub, verdict = await submit(rt, lineage, disguised_parrot_patch(suite))
@@ -69,7 +72,9 @@ async def test_a_repeat_the_question_canary_does_not_tell_the_decoy_apart(
     suite = load_suite(SPEC, asset_cache)
     model = _capable_model(tmp_path, asset_cache, suite)
     extra = LOOSE + "[gates.provenance]\nenabled = false\n"
-    async with runtime_factory(policy(model, SPEC, DEV, HELDOUT, extra)) as rt:
+    async with runtime_factory(
+        policy(model, SPEC, DEV, HELDOUT, extra, counterfactual=False)
+    ) as rt:
         lineage = Lineage(rt.store, tmp_path / "harnesses")
         lineage.init_seed(SEED)
         sub, verdict = await submit(rt, lineage, disguised_parrot_patch(suite))

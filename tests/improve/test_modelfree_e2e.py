@@ -33,9 +33,11 @@ async def _three_defences(
     runtime_factory: Any, tmp_path: Path, asset_cache: Path, spec: str, heldout: int
 ) -> None:
     model = tmp_path / "model.toml"
-    model.write_text(solver(asset_cache, spec, 4, heldout))
+    # Public held-out tasks: each defence alone against the public answers (counterfactual
+    # copies would stop every one of these cheats before any of them is reached).
+    model.write_text(solver(asset_cache, spec, 4, heldout, counterfactual=False))
     suite = load_suite(spec, asset_cache)
-    text = policy(model, spec, 4, heldout)
+    text = policy(model, spec, 4, heldout, counterfactual=False)
     async with runtime_factory(text) as rt:
         lineage = Lineage(rt.store, tmp_path / "harnesses")
         lineage.init_seed(SEED)
