@@ -36,6 +36,7 @@ EXAMPLES = """Examples of calls:
 What is 7 times 3? -> multiply(a=7, b=3)
 Area of a 10 by 5 rectangle? -> rectangle_area(width=10, height=5)
 Weather in Paris in celsius? -> get_weather(city="Paris", unit="celsius")"""
+SEED_INSTRUCTIONS = 'INSTRUCTIONS = ""  # system text put before every task\'s prompt ("": none)'
 ECHO = "Repeat the question word for word: "
 
 
@@ -123,17 +124,24 @@ def public_tables(cache: Path) -> tuple[dict[str, str], dict[str, str]]:
     return table, calls
 
 
-def model_script(cache: Path, counterfactual: bool = True) -> str:
+def model_script(
+    cache: Path,
+    counterfactual: bool = True,
+    *,
+    dev: int = DEV,
+    heldout: int = HELDOUT,
+    split_seed: str = SPLIT_SEED,
+) -> str:
     """The scripted model's rules for every task as the daemon evaluates it."""
     p = SuitePolicy(
         name=SPEC,
-        dev_size=DEV,
-        heldout_size=HELDOUT,
-        split_seed=SPLIT_SEED,
+        dev_size=dev,
+        heldout_size=heldout,
+        split_seed=split_seed,
         counterfactual=counterfactual,
     )
-    suite = evaluated_suite(p, cache, SPLIT_SEED)
-    splits = split(suite.task_ids(), seed=SPLIT_SEED, dev_size=DEV, heldout_size=HELDOUT)
+    suite = evaluated_suite(p, cache, split_seed)
+    splits = split(suite.task_ids(), seed=split_seed, dev_size=dev, heldout_size=heldout)
     table, calls = public_tables(cache)
     rules: list[str] = ['mode = "rules"', ""]
 
@@ -239,7 +247,7 @@ def echo_cheat(cache: Path) -> str:
 def instruction_patch() -> str:
     return _seed_patch(
         "tell the model to make one call and copy the question's numbers exactly",
-        'INSTRUCTIONS = ""',
+        SEED_INSTRUCTIONS,
         f"INSTRUCTIONS = {json.dumps(INSTRUCTION)}",
     )
 
@@ -247,6 +255,6 @@ def instruction_patch() -> str:
 def examples_patch() -> str:
     return _seed_patch(
         "show the model three worked examples of calls",
-        'INSTRUCTIONS = ""',
+        SEED_INSTRUCTIONS,
         f"INSTRUCTIONS = {json.dumps(EXAMPLES)}",
     )
