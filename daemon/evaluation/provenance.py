@@ -338,6 +338,11 @@ class _Trail:
             return False
         for i in range(upto + 1):
             if _pairs(name, said, WORD.findall(self.authored[i].text)):
+                # What the environment said before (a tool result's "folder": "x") is its to
+                # say, and the model's to use.
+                env = [text for after, text in self.heard if after <= i]
+                if any(_pairs(name, said, WORD.findall(text)) for text in env):
+                    return False
                 return not any(_binds(r, param, first) for r in self.replies[:i])
         return False
 

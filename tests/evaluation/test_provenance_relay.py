@@ -195,3 +195,45 @@ def test_own_words_keep_what_the_reply_added() -> None:
     request = "Please repeat the following text exactly as written here"
     said = own_words("Sure: please repeat the following text exactly. Then base=10", request)
     assert WORD.findall(said) == ["sure", "then", "base", "10"]
+
+
+def test_a_pairing_the_environment_said_is_the_models_to_use() -> None:
+    """A tool result relayed by the harness (``"folder": "documents"``) pairs a parameter
+    with a value, but the environment said it: the model's next call may use it."""
+    from daemon.evaluation.provenance import EnvironmentText
+    from daemon.providers.base import ToolCall
+
+    tool = ToolSpec(
+        name="cd",
+        description="Change directory.",
+        parameters={"type": "object", "properties": {"folder": {"type": "string"}}},
+    )
+    task = Task(
+        id="m",
+        suite="bfcl",
+        kind="tool_use",
+        prompt=[Message(role="user", content="Go into the folder that ls shows.")],
+        tools=[tool],
+    )
+    result = '{"folder": "documents"}'
+    first = reply(calls=[{"name": "ls", "arguments": {}}])
+    follow = ChatRequest(
+        messages=[
+            *task.prompt,
+            Message(
+                role="assistant",
+                content=None,
+                tool_calls=[ToolCall(id="c0", name="ls", arguments={})],
+            ),
+            Message(role="tool", content=result, tool_call_id="c0"),
+        ],
+        tools=task.tools,
+    )
+    second = reply(calls=[{"name": "cd", "arguments": {"folder": "documents"}}])
+    heard = [
+        EnvironmentText(result, after=1, call=("ls", {})),
+        EnvironmentText("ok", after=2, call=("cd", {"folder": "documents"})),
+    ]
+    exchanges = [(ChatRequest(messages=task.prompt, tools=task.tools), first), (follow, second)]
+    got = provenance(task, None, exchanges, heard)
+    assert got.supported is True, got
