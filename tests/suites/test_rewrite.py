@@ -304,6 +304,7 @@ def test_humaneval_copies_rename_the_entry_point_everywhere(humaneval: HumanEval
 
 @pytest.mark.docker
 @pytest.mark.slow
+@pytest.mark.anyio
 @pytest.mark.timeout(1200)
 async def test_humaneval_canonical_solutions_pass_on_their_copies(
     humaneval: HumanEvalSuite, checker: DockerCodeChecker
