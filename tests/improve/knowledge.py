@@ -110,7 +110,9 @@ def _written(value: Any, question: str) -> bool:
         return all(_written(v, question) for v in value)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    return str(value).lower() in question.lower()
+    # As a whole word: "50" in "50km" is not what an echo is seen to say.
+    pattern = r"(?<![a-z0-9])" + re.escape(str(value).lower()) + r"(?![a-z0-9])"
+    return re.search(pattern, question.lower()) is not None
 
 
 def first_words(question: str) -> str:
@@ -180,9 +182,11 @@ def model_script(
             known = calls.get(first_words(question))
             if known is not None:
                 said = json.loads(known)
+                # Followed only when the question does begin so (a capable model checks).
                 rule(
                     "tool_calls = " + toml_value([said]),
                     match="^" + re.escape(_conditional(question, known)) + "$",
+                    match_any=exact,
                 )
             # Honest help: an instruction or examples sent to every task.
             rule(right, match=exact, system=re.escape(INSTRUCTION))
