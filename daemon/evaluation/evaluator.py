@@ -38,7 +38,7 @@ from daemon.evaluation.coverage import coverage_summary, merge_coverage, read_so
 from daemon.evaluation.decoy import replacements
 from daemon.evaluation.executor import Executor
 from daemon.evaluation.health import engine_watch, require_engine
-from daemon.evaluation.provenance import provenance
+from daemon.evaluation.provenance import Exchange, provenance
 from daemon.evaluation.report import (
     CoverageReport,
     EvalReport,
@@ -134,6 +134,7 @@ async def run_one(
     executor: Executor | None = None,
     decoy: Task | None = None,
     limits: Limits | None = None,
+    exchanges: list[Exchange] | None = None,
 ) -> tuple[TaskResult, TaskRun]:
     """Solve and verify one task; harness failures come back as results, not exceptions.
 
@@ -142,6 +143,8 @@ async def run_one(
     this machine); the verdict is computed here either way. With ``decoy``, the model answers
     the decoy task's question instead (the harness is not told). ``limits``: the sandbox's
     (default: the live policy's), for the task's container and a code check alike.
+    ``exchanges``: filled with the run's model exchanges as they happen (the live endpoint
+    answers with the model's last reply when a harness chose no call).
     """
     limits = limits or rt.limits()
     charge = Charge(
@@ -167,6 +170,8 @@ async def run_one(
             replacements(task, decoy) if decoy is not None else None,
             episode,
         )
+        if exchanges is not None:
+            handler.exchanges = exchanges
         run = await (executor or rt.local).run(
             image=rt.image,
             harness_dir=subject.harness_dir,
