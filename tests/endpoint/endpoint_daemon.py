@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +25,23 @@ class Endpoint:
     url: str
     unix_socket: Path
     token: str
+    # Closed by :meth:`close` (an SDK client left open leaks its sockets).
+    clients: list[openai.OpenAI] = field(default_factory=list)
 
     def client(self, **options: Any) -> openai.OpenAI:
-        return openai.OpenAI(base_url=self.url, api_key=self.token, **options)
+        options = {"base_url": self.url, "api_key": self.token} | options
+        client = openai.OpenAI(**options)
+        self.clients.append(client)
+        return client
 
     def async_client(self, **options: Any) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(base_url=self.url, api_key=self.token, **options)
+
+    def close(self) -> int:
+        """Close the clients and stop the daemon; its exit code."""
+        for client in self.clients:
+            client.close()
+        return self.daemon.stop()
 
     def raw(self) -> httpx2.Client:
         return httpx2.Client(base_url=self.url, timeout=120)
