@@ -61,6 +61,10 @@ def render(view: str, result: Any, console: Console) -> None:
 
 def _status(r: dict[str, Any], c: Console) -> None:
     c.print(f"harnessd pid {r.get('pid')} up {r.get('uptime_s')} s, state {r.get('state_dir')}")
+    endpoint = r.get("endpoint") or {}
+    where = [w for w in (endpoint.get("url"), endpoint.get("unix_socket")) if w]
+    if where:
+        c.print(f"OpenAI-compatible endpoint: {' and '.join(where)}")
     live = r.get("live") or {}
     if live:
         c.print(

@@ -88,6 +88,10 @@ def test_status_shows_an_outage_with_its_fix_and_the_calls_under_way() -> None:
     text = _shown("status", status)
     assert "OUTAGE the Docker engine unavailable" in text and "fix: start it" in text
     assert "local:smollm2-135m (1 call(s), 352 tokens so far)" in text
+    assert "endpoint" not in text  # off: not mentioned
+    status["endpoint"] = {"url": "http://127.0.0.1:8642/v1", "unix_socket": "/s/ep.sock"}
+    text = _shown("status", status)
+    assert "OpenAI-compatible endpoint: http://127.0.0.1:8642/v1 and /s/ep.sock" in text
 
 
 def test_policy_show_reads_as_toml_and_the_small_verbs_say_what_happened() -> None:
