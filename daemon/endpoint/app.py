@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -125,6 +125,8 @@ class Endpoint:
                 return await handler(request)
             except ApiError as error:
                 return error_response(error)
+            except ClientDisconnect:  # gone while sending its body: nobody to answer
+                return Response(status_code=499)
             except Exception:  # a bug: logged, never shown to the client
                 log.exception("endpoint %s %s failed", request.method, request.url.path)
                 return error_response(
