@@ -149,6 +149,20 @@ def running_daemon(tmp_path: Path, asset_cache: Path) -> Iterator[RunningDaemon]
             daemon.stop()
 
 
+@pytest.fixture(scope="module")
+def shared_daemon(
+    tmp_path_factory: pytest.TempPathFactory, asset_cache: Path
+) -> Iterator[RunningDaemon]:
+    """``running_daemon`` shared by a module's tests that only read it or talk to it (no
+    policy edit, no stop): one start instead of one per test."""
+    daemon = start_daemon(tmp_path_factory.mktemp("shared-daemon"), asset_cache)
+    try:
+        yield daemon
+    finally:
+        if daemon.proc.poll() is None:
+            daemon.stop()
+
+
 @pytest.fixture(scope="session")
 def real_openai_server(
     asset_cache: Path, tmp_path_factory: pytest.TempPathFactory
