@@ -249,6 +249,11 @@ class PipelinePolicy(_Closed):
     smoke: bool = True
     # Stage 3: reject when dev accuracy falls below the parent's by more than this.
     dev_max_regression: Fraction = 0.10
+    # Stage 3: stop a candidate that behaves exactly as its parent on every dev task (same
+    # outputs, claims, errors and model calls; tokens within ``dev_token_noise``) before it
+    # takes a held-out slot; false lets through a change that dev cannot see.
+    require_dev_change: bool = True
+    dev_token_noise: Fraction = 0.02
 
 
 class LoopPolicy(_Closed):

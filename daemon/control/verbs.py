@@ -133,6 +133,12 @@ class ControlApi:
             "model_calls": self.d.calls(),
             "cycles": self.d.control.cycles,
             "queued": list(self.d.control.queue),
+            # What is evaluated now and what waits, in order (people's patches first).
+            "evaluating": self.d.control.current,
+            "queue": [
+                {"candidate": c, "position": i, "source": self._source(c)}
+                for i, c in enumerate(self.d.control.waiting(), start=1)
+            ],
             "live": {
                 "version": version.name,
                 "since": since,
@@ -218,6 +224,8 @@ class ControlApi:
                 "rationale": c.rationale,
                 "decision": c.verdict.decision if c.verdict else None,
                 "reason": c.verdict.reason if c.verdict else "",
+                # 0: under evaluation; 1: next; None: not waiting.
+                "queue_position": self.d.control.position(c.id),
             }
             for c in self.d.lineage.candidates(limit=limit)
         ]
@@ -230,6 +238,9 @@ class ControlApi:
                 for h in self.d.lineage.history()
             ],
         }
+
+    def _source(self, cid: int) -> str:
+        return str(self.d.lineage.candidate(cid).source)
 
     def _name(self, version_id: int) -> str:
         return self.d.lineage.get(version_id).name
@@ -350,6 +361,9 @@ class ControlApi:
         return {
             "candidate": sub.candidate_id,
             "queued": True,
+            # 1: evaluated next (after the candidate under evaluation now, if any).
+            "position": self.d.control.position(sub.candidate_id),
+            "evaluating": self.d.control.current,
             "paused": self.d.control.paused,
             "diff": sub.git_diff,
         }

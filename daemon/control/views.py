@@ -93,6 +93,16 @@ def _status(r: dict[str, Any], c: Console) -> None:
         )
     activity = r.get("activity")
     c.print(f"activity: {_escape(activity or 'idle')}")
+    if r.get("evaluating") is not None:
+        c.print(f"evaluating: candidate c{r['evaluating']}")
+    queue = r.get("queue") or []
+    if queue:
+        c.print(
+            "queue: "
+            + ", ".join(
+                f"{q['position']}. c{q['candidate']} ({_escape(q['source'])})" for q in queue
+            )
+        )
     calls = r.get("model_calls") or {}
     if calls:
         c.print(
@@ -134,11 +144,15 @@ def _lineage(r: dict[str, Any], c: Console) -> None:
             "cand", "tested on", "built on", "state", "stage", "source", "rationale", "verdict"
         )
         for x in cands:
+            place = x.get("queue_position")
+            state = x["state"]
+            if place:
+                state += f" (queue {place})"
             t.add_row(
                 f"c{x['id']}",
                 x["parent"],
                 x.get("base") or x["parent"],
-                x["state"],
+                state,
                 x["stage"],
                 x["source"],
                 _escape((x.get("rationale") or "")[:50]),
@@ -185,9 +199,13 @@ def _propose(r: dict[str, Any], c: Console) -> None:
         )
     else:
         paused = " (the loop is paused: 'harnessctl resume' to evaluate it)"
+        place = r.get("position")
+        where = f" at position {place}" if place else ""
+        if place and r.get("evaluating") is not None:
+            where += f" (after candidate c{r['evaluating']}, under evaluation now)"
         c.print(
             f"candidate [bold]c{r.get('candidate')}[/] passed the static stage and is queued "
-            f"for evaluation{paused if r.get('paused') else ''}; the change it makes:"
+            f"for evaluation{where}{paused if r.get('paused') else ''}; the change it makes:"
         )
     _print_diff(r.get("diff") or "", c)
 

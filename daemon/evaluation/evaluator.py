@@ -38,6 +38,7 @@ from daemon.evaluation.coverage import coverage_summary, merge_coverage, read_so
 from daemon.evaluation.decoy import replacements
 from daemon.evaluation.executor import Executor
 from daemon.evaluation.health import engine_watch, require_engine
+from daemon.evaluation.pairing import Lane, TaskOrder
 from daemon.evaluation.provenance import Exchange, provenance
 from daemon.evaluation.report import (
     CoverageReport,
@@ -239,6 +240,7 @@ async def evaluate(
     decoys: Mapping[str, str] | None = None,
     conditions: str | None = None,
     policy: Policy | None = None,
+    order: TaskOrder | None = None,
 ) -> EvalReport:
     """Evaluate ``subject`` on ``task_ids``; stored in SQLite and returned.
 
@@ -246,7 +248,11 @@ async def evaluate(
     ``conditions``: the key of everything that changes the result (for baseline reuse).
     ``policy``: the policy the whole evaluation runs under (its suite, sandbox limits,
     concurrency, and per-task and per-evaluation token budgets); default: the live one,
-    read once here, so a reload mid-evaluation does not change them.
+    read once here, so a reload mid-evaluation does not change them. ``order``: a front
+    shared with other evaluations (:mod:`daemon.evaluation.pairing`), which then decides when
+    each task starts instead of this evaluation's own concurrency limit. An evaluation that
+    ends early (stopped, an outage, a stop of the daemon) keeps what completed: its row says
+    ``stopped`` or ``interrupted`` and holds the partial report.
     """
     policy = policy or rt.policy.get()
     limits = rt.limits(policy)
@@ -272,8 +278,10 @@ async def evaluate(
     limiter = anyio.CapacityLimiter(rt.executor.capacity(policy.sandbox.concurrency))
     label = f"{subject.label} {split} {model}"
 
+    lane: Lane | None = None
+
     async def one(task_id: str, scope: anyio.CancelScope) -> None:
-        async with limiter:
+        async with limiter if lane is None else lane.admit(task_id):
             if scope.cancel_called:
                 return
             await wait_for_window(rt)
@@ -314,12 +322,32 @@ async def evaluate(
     try:
         with rt.run_budget(run_id, policy.budget):
             async with anyio.create_task_group() as tg:
+                if order is not None:
+                    lane = order.join(tg.cancel_scope, task_ids)
                 for task_id in task_ids:
                     tg.start_soon(one, task_id, tg.cancel_scope)
     except BaseException as exc:
         with anyio.CancelScope(shield=True):
+            # What completed before the interruption is kept: a held-out test that an
+            # outage cut short resumes from it (every result here met no outage: a task
+            # that did raised it instead of returning).
+            partial = build_report(
+                run_id=run_id,
+                suite=suite.name,
+                split=split,
+                model=model,
+                tasks=[results[t] for t in task_ids if t in results],
+                coverage=CoverageReport(
+                    executed={k: sorted(v) for k, v in sorted(merge_coverage(coverages).items())}
+                ),
+                version=subject.version,
+                candidate_id=subject.candidate_id,
+                planned=total,
+                started=started,
+                finished=time.time(),
+            )
             await anyio.to_thread.run_sync(
-                results_table.record_end, rt.store, run_id, "interrupted", None
+                results_table.record_end, rt.store, run_id, "interrupted", partial
             )
         single = _one_error(exc, label)
         if single is not exc:

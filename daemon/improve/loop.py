@@ -69,7 +69,23 @@ class LoopControl:
     cycles: int = 0
     # External candidates that passed the static stage, waiting for the pipeline.
     queue: list[int] = field(default_factory=list)
+    # The loop's own candidates that a person's patch overtook, waiting behind the queue.
+    own: list[int] = field(default_factory=list)
+    # The candidate under evaluation now (None: none).
+    current: int | None = None
     wake: anyio.Event = field(default_factory=anyio.Event)
+
+    def waiting(self) -> list[int]:
+        """The candidates waiting for the pipeline, in the order they will be evaluated:
+        people's patches first (``harnessctl propose``), then the loop's own."""
+        return [*self.queue, *self.own]
+
+    def position(self, cid: int) -> int | None:
+        """``cid``'s place: 0 under evaluation, 1 next, ...; None if it is not waiting."""
+        if cid == self.current:
+            return 0
+        order = self.waiting()
+        return order.index(cid) + 1 if cid in order else None
 
     def poke(self) -> None:
         self.wake.set()
@@ -189,12 +205,25 @@ class ImprovementLoop:
         proposal is asked for again, and an interrupted candidate is evaluated again from
         a clean start, up to ``MAX_REEVALUATIONS`` times; after that it stays interrupted.
         """
-        cid = self.control.queue.pop(0) if self.control.queue else None
+        cid = self._next_waiting()
         try:
             if cid is None:
                 cid = await self._proposal()
+                if cid is not None and self.control.queue:
+                    # A person's patch arrived while the proposer was asked: it goes first,
+                    # and takes the earlier (larger) share of alpha if it reaches held-out.
+                    own, cid = cid, self.control.queue.pop(0)
+                    self.control.own.append(own)
+                    await self.rt.emit(
+                        "loop.queue",
+                        f"candidate c{cid} (harnessctl propose) is evaluated before the "
+                        f"loop's own c{own}",
+                        candidate=cid,
+                        behind=own,
+                    )
             if cid is None:
                 return None
+            self.control.current = cid
             return await self._evaluate(cid)
         except SandboxError as exc:
             await self.rt.emit("loop.error", f"sandbox unavailable: {exc}", level="error")
@@ -202,8 +231,14 @@ class ImprovementLoop:
         except ProviderError as exc:
             await self.rt.emit("loop.error", f"model provider failed: {exc}", level="error")
         finally:
+            self.control.current = None
             self.control.set_activity("")
         return None
+
+    def _next_waiting(self) -> int | None:
+        if self.control.queue:
+            return self.control.queue.pop(0)
+        return self.control.own.pop(0) if self.control.own else None
 
     async def _proposal(self) -> int | None:
         """A proposed candidate's id (None if the proposal went nowhere). Each attempt
@@ -226,7 +261,8 @@ class ImprovementLoop:
             if attempt > 1:
                 await self.rt.emit(
                     "candidate.resumed",
-                    f"candidate c{cid}: evaluating again from a clean start (attempt {attempt})",
+                    f"candidate c{cid}: evaluating again after an outage (attempt {attempt}); "
+                    "a held-out test it had begun resumes at its slot from its recorded results",
                     candidate=cid,
                     attempt=attempt,
                 )
@@ -237,6 +273,7 @@ class ImprovementLoop:
                 if outage is None:
                     raise
             await self._wait_out(outage, f"candidate c{cid} is evaluated again")
+        await anyio.to_thread.run_sync(self._settle, cid)
         await self.rt.emit(
             "candidate.abandoned",
             f"candidate c{cid} stays interrupted: outages interrupted its evaluation "
@@ -245,6 +282,13 @@ class ImprovementLoop:
             candidate=cid,
         )
         return None
+
+    def _settle(self, cid: int) -> None:
+        """A candidate left interrupted: its held-out test, if one is still running, keeps
+        its slot and counts as not promoted (as at a stop)."""
+        alpha_ledger.settle_running(
+            self.rt.store, lambda c: self.lineage.candidate(c).state == "accepted"
+        )
 
     async def _wait_out(self, outage: Unavailable, then: str) -> None:
         """Wait until the dependency is back (the health monitor probes it, says so, and
