@@ -4,8 +4,9 @@ improvement cycles, with a real daemon running them (scripted models, real sandb
 Each time the daemon stays up and answers ``status`` throughout, shows the outage there
 with its error and fix, refuses a live request at once with ``unavailable``, and resumes on
 its own once the engine is back, after removing what the lost engine left behind. Every
-candidate an outage interrupted is evaluated again from a clean start (or stays marked
-interrupted); nothing is promoted from a half-finished evaluation; the lineage stays
+candidate an outage interrupted is evaluated again (a held-out test it had begun resumes at
+its slot from the results completed before the outage), or stays marked interrupted;
+nothing is promoted without a held-out run after its last interruption; the lineage stays
 consistent; no container of the daemon is left at the end.
 
 The engine is a private one (``tests/engine_process.py``): stopping the machine's own
