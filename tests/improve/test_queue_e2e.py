@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.control.test_harnessctl import ctl
-from tests.daemon_process import start_daemon
+from tests.daemon_process import ctl, start_daemon
 from tests.improve import patches
 from tests.improve.scripted_world import policy_text, world
 
