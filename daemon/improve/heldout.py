@@ -205,17 +205,17 @@ def _merged(reports: list[EvalReport], mine: dict[str, TaskResult], fed: list[st
     for r in reports:
         for path, lines in r.coverage.executed.items():
             executed.setdefault(path, set()).update(lines)
-    last = reports[-1]
+    last = reports[-1] if reports else None
     return build_report(
-        run_id=last.run_id,
-        suite=last.suite,
-        split=last.split,
-        model=last.model,
+        run_id=last.run_id if last else "",
+        suite=last.suite if last else "",
+        split="heldout",
+        model=last.model if last else "",
         tasks=[mine[t] for t in fed],
         coverage=CoverageReport(executed={k: sorted(v) for k, v in sorted(executed.items())}),
-        candidate_id=last.candidate_id,
-        started=min(r.started for r in reports),
-        finished=max(r.finished for r in reports),
+        candidate_id=last.candidate_id if last else None,
+        started=min((r.started for r in reports), default=0.0),
+        finished=max((r.finished for r in reports), default=0.0),
     )
 
 
