@@ -202,10 +202,15 @@ class ImprovementLoop:
         """One candidate, start to verdict. Returns its verdict (None if none was made).
 
         An outage (engine or model gone) is waited out, not counted as a failure: the
-        proposal is asked for again, and an interrupted candidate is evaluated again from
-        a clean start, up to ``MAX_REEVALUATIONS`` times; after that it stays interrupted.
+        proposal is asked for again, and an interrupted candidate is evaluated again (a
+        held-out test it had begun resumes at its slot), up to ``MAX_REEVALUATIONS`` times;
+        after that it stays interrupted. People's patches (``harnessctl propose``) go
+        before the loop's own candidates.
         """
+        from_own = not self.control.queue and bool(self.control.own)
         cid = self._next_waiting()
+        if cid is not None and from_own and await self._superseded(cid):
+            return None
         try:
             if cid is None:
                 cid = await self._proposal()
@@ -239,6 +244,37 @@ class ImprovementLoop:
         if self.control.queue:
             return self.control.queue.pop(0)
         return self.control.own.pop(0) if self.control.own else None
+
+    async def _superseded(self, cid: int) -> bool:
+        """Whether ``cid``, one of the loop's own candidates that waited behind a person's
+        patch, is to be tested against a version that is no longer live (that patch was
+        promoted meanwhile): it could not be promoted, so it takes no slot and no alpha;
+        the proposer is asked again for the new live version."""
+
+        def check() -> str | None:
+            cand = self.lineage.candidate(cid)
+            live = self.lineage.current()
+            if cand.source != CandidateSource.PROPOSER or cand.parent_version_id == live.id:
+                return None
+            reason = (
+                f"not evaluated: its parent {self.lineage.get(cand.parent_version_id).name} is "
+                f"no longer live ({live.name} was promoted while it waited)"
+            )
+            self.lineage.set_candidate(
+                cid, "rejected", "static", Verdict.of("static", [], reason=reason)
+            )
+            return reason
+
+        reason = await anyio.to_thread.run_sync(check)
+        if reason is None:
+            return False
+        await self.rt.emit(
+            "candidate.rejected",
+            f"candidate c{cid} rejected at static: {reason}",
+            candidate=cid,
+            stage="static",
+        )
+        return True
 
     async def _proposal(self) -> int | None:
         """A proposed candidate's id (None if the proposal went nowhere). Each attempt
