@@ -206,7 +206,7 @@ class CheckFirstSampler:
         assert ctypes.sizeof(llama_cpp.llama_token_data) == _TOKEN_DATA.itemsize
         self._cur = (llama_cpp.llama_token_data * self._n_vocab)()
         self._cur_p = ctypes.cast(self._cur, llama_cpp.llama_token_data_p)
-        self._view = np.frombuffer(self._cur, dtype=_TOKEN_DATA)
+        self._view = np.frombuffer(memoryview(self._cur).cast("B"), dtype=_TOKEN_DATA)
         self._ids = np.arange(self._n_vocab, dtype=np.int32)
         # Tokens sampled, how many of them the grammar refused as first sampled, and how many
         # needed the grammar over the whole vocabulary.

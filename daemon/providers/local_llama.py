@@ -77,7 +77,7 @@ PREFILL_CHUNK = 32
 CANCEL_WAIT_S = 0.5
 
 
-class _Llama(Llama):  # type: ignore[misc]  # the library is untyped
+class _Llama(Llama):
     """``Llama`` whose generations check each sampled token against the grammar rather
     than apply the grammar to the whole vocabulary first (:class:`CheckFirstSampler`).
 
@@ -88,14 +88,14 @@ class _Llama(Llama):  # type: ignore[misc]  # the library is untyped
 
     check_first = True
 
-    def _init_sampler(self, *args: Any, grammar: LlamaGrammar | None = None, **kw: Any) -> Any:
-        if grammar is None or not self.check_first:
-            return super()._init_sampler(*args, grammar=grammar, **kw)
-        chain = super()._init_sampler(*args, grammar=None, **kw)
-        # The chain is an argmax (generate passes every setting by keyword).
+    def _init_sampler(self, *args: Any, **kw: Any) -> Any:
+        grammar = kw.get("grammar")
+        if grammar is None or args or not self.check_first:  # generate passes keywords only
+            return super()._init_sampler(*args, **kw)
+        chain = super()._init_sampler(**{**kw, "grammar": None})
+        # Whether the chain is an argmax.
         greedy = (
-            not args
-            and kw.get("temp") == 0.0
+            kw.get("temp") == 0.0
             and kw.get("repeat_penalty", 1.0) == 1.0
             and kw.get("frequency_penalty", 0.0) == 0.0
             and kw.get("presence_penalty", 0.0) == 0.0
