@@ -42,7 +42,7 @@ from tests.providers.fake_llm_apis import Received, Reply, openai_completion, se
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 SUITE, SEED = "bfcl:simple", "climb"
-DEV, HELDOUT = 4, 48
+DEV, HELDOUT, BLOCK = 4, 96, 48  # two fresh blocks: one for each promotion's epoch
 TAG = "function_call"  # the solver's habit; only its replies (transcripts) show it
 PROPOSER = "openai:gpt-test"
 
@@ -191,6 +191,7 @@ concurrency = 3
 
 [acceptance]
 alpha = 0.2
+block_size = {BLOCK}
 
 [loop]
 cycle_pause_s = 0.0
@@ -255,7 +256,10 @@ def test_the_daemon_climbs_two_promotions_of_its_own_proposals(
         heldout = [r for r in cand["reports"] if r["split"] == "heldout"]
         assert heldout and heldout[0]["summary"]["n"] > 0, cand["reports"]
     assert f"<{TAG}>" in first["patch"] and "def calls_in_text" in first["patch"]
-    assert "unique.append(call)" in second["patch"] and "def calls_in_text" not in second["patch"]
+    # The second changes the first one's parser (its lines are context, not additions).
+    assert "+            unique.append(call)" in second["patch"]
+    assert " def calls_in_text(text):" in second["patch"]
+    assert "+def calls_in_text" not in second["patch"]
     # What the proposer read: the tag only inside the failed tasks' transcripts.
     assert len(prompts) == 2
     assert f"<{TAG}>" in _section(prompts[0], "Failed dev tasks")
