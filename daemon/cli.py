@@ -174,7 +174,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_policy_check(args: argparse.Namespace) -> int:
     from daemon.config.policy import load_policy
-    from daemon.improve.power_report import power_lines, power_rows
+    from daemon.improve.power_report import power_lines, power_rows, review_line
 
     policy = load_policy(Path(args.file))
     for spec in (policy.suite.name, policy.suite.heldout_suite):
@@ -183,6 +183,7 @@ def _cmd_policy_check(args: argparse.Namespace) -> int:
     print(f"{args.file}: valid")
     for line in power_lines(power_rows(policy, policy.suite.heldout_size)):
         print(line)
+    print(review_line(policy))
     return 0
 
 

@@ -30,6 +30,7 @@ from daemon.errors import ConfigError, LineageError, SetupError
 from daemon.evaluation.runtime import Runtime, open_runtime
 from daemon.events import EventBus
 from daemon.improve.loop import ImprovementLoop, LoopControl
+from daemon.improve.review import ReviewDesk
 from daemon.lineage import Lineage
 from daemon.live import private_suites
 from daemon.live.harness import LiveHarness
@@ -176,6 +177,7 @@ class Daemon:
                 control=self.control,
                 live=live,
                 submit=loop.submit_external,
+                reviews=ReviewDesk(rt, self.lineage, loop.pipeline),
                 progress=lambda: list(rt.progress.values()),
                 outages=rt.health.state,
                 calls=rt.calls_in_flight,

@@ -214,6 +214,13 @@ class SecurityGate(_Closed):
         )
 
 
+class ReviewGate(_Closed):
+    """A person's review before promotion: off, a candidate that passes every gate is
+    promoted at once; on, it awaits review (``harnessctl approve`` / ``reject``)."""
+
+    enabled: bool = False
+
+
 class GatesPolicy(_Closed):
     panel: PanelGate = PanelGate()
     tokens: TokensGate = TokensGate()
@@ -223,6 +230,7 @@ class GatesPolicy(_Closed):
     decoy: DecoyGate = DecoyGate()
     compute_matched: ComputeMatchedGate = ComputeMatchedGate()
     security: SecurityGate = SecurityGate()
+    review: ReviewGate = ReviewGate()
 
     @model_validator(mode="before")
     @classmethod

@@ -32,7 +32,8 @@ def gates_text(gates: list[dict[str, Any]], kind: str) -> str:
         f"{g.get('gate', '?')} {_figure(g.get('measured'))} vs {_figure(g.get('threshold'))}"
         for g in gates
     ]
-    head = "gates passed" if kind == "version.promoted" else "decided by"
+    passed = kind in ("version.promoted", "candidate.awaiting_review")
+    head = "gates passed" if passed else "decided by"
     return f"{head}: {', '.join(parts)}"
 
 
@@ -115,6 +116,10 @@ def _status(r: dict[str, Any], c: Console) -> None:
     for p in r.get("progress") or []:
         c.print(f"  {_escape(p['label'])}: {p['done']}/{p['total']} tasks")
     c.print(f"loop: {'[yellow]paused[/]' if r.get('paused') else 'running'}")
+    waiting = r.get("awaiting_review") or []
+    if waiting:
+        names = ", ".join(f"c{cid}" for cid in waiting)
+        c.print(f"[yellow]awaiting review:[/] {names} ('harnessctl review')")
     budgets = r.get("budgets") or []
     if budgets:
         t = Table("budget", "spent", "limit", "left")
@@ -141,7 +146,15 @@ def _lineage(r: dict[str, Any], c: Console) -> None:
         # "tested on" is the version its held-out test compares against; "built on" its
         # tree parent (the candidate whose tree it changed, or that version itself).
         t = Table(
-            "cand", "tested on", "built on", "state", "stage", "source", "rationale", "verdict"
+            "cand",
+            "tested on",
+            "built on",
+            "state",
+            "stage",
+            "source",
+            "rationale",
+            "decided by",
+            "why",
         )
         for x in cands:
             place = x.get("queue_position")
@@ -156,15 +169,35 @@ def _lineage(r: dict[str, Any], c: Console) -> None:
                 x["stage"],
                 x["source"],
                 _escape((x.get("rationale") or "")[:50]),
-                _escape((x.get("reason") or "")[:60]),
+                _escape(decided_text(x)),
+                _escape((x.get("decision_reason") or x.get("reason") or "")[:60]),
             )
         c.print(t)
+
+
+def decided_text(x: dict[str, Any]) -> str:
+    """Who decided a candidate (the lineage's ``decided_by`` and ``review``), in words."""
+    review = x.get("review") or {}
+    if x.get("state") == "awaiting_review":
+        return "awaiting review"
+    if x.get("decided_by") == "person":
+        verb = "approved" if x.get("state") == "accepted" else "rejected"
+        return f"person ({review.get('reviewer')}, {verb})"
+    return str(x.get("decided_by") or "-")
 
 
 def _show(r: dict[str, Any], c: Console) -> None:
     for key in ("name", "kind", "state", "parent", "base", "source", "proposer_model", "rationale"):
         if r.get(key) is not None:
             c.print(f"[bold]{key}:[/] {_escape(str(r[key]))}")
+    if r.get("decided_by") or r.get("state") == "awaiting_review":
+        c.print(f"[bold]decided by:[/] {_escape(decided_text(r))}")
+        review = r.get("review") or {}
+        if review.get("decided") is not None:
+            c.print(
+                f"[bold]review:[/] {_escape(str(review.get('reviewer')))} at "
+                f"{_when(float(review['decided']))}: {_escape(review.get('reason') or '-')}"
+            )
     verdict = r.get("verdict")
     if verdict:
         t = Table("gate", "measured", "threshold", "result", "note")
@@ -210,6 +243,67 @@ def _propose(r: dict[str, Any], c: Console) -> None:
     _print_diff(r.get("diff") or "", c)
 
 
+def _gate_rows(verdict: dict[str, Any], c: Console) -> None:
+    t = Table("gate", "measured", "threshold", "result")
+    for g in verdict.get("gates", []):
+        mark = "skip" if g.get("skipped") else "pass" if g.get("passed") else "FAIL"
+        t.add_row(g["gate"], _figure(g.get("measured")), _figure(g.get("threshold")), mark)
+    c.print(t)
+
+
+def _review(r: dict[str, Any], c: Console) -> None:
+    waiting = r.get("awaiting") or []
+    state = "on" if r.get("enabled") else "off"
+    c.print(f"review step {state} ([gates.review]); live version {_escape(str(r.get('live')))}")
+    if not waiting:
+        c.print("no candidate awaits review")
+        return
+    for x in waiting:
+        test = x.get("test") or {}
+        slot = (
+            f", held-out test epoch {test.get('epoch')} candidate {test.get('position')} at "
+            f"alpha {_figure(test.get('alpha'))}"
+            if test
+            else ""
+        )
+        c.print(
+            f"\n[bold]c{x['id']}[/] on {_escape(str(x['parent']))} ({_escape(str(x['source']))}"
+            f"{slot}), awaiting review since {_when(float(x.get('held') or 0))}"
+        )
+        if x.get("rationale"):
+            c.print(f"rationale: {_escape(x['rationale'])}")
+        verdict = x.get("verdict") or {}
+        if verdict:
+            c.print(f"verdict: {_escape(verdict.get('reason', ''))}")
+            _gate_rows(verdict, c)
+        _print_diff(x.get("patch") or "", c)
+        if x.get("approvable"):
+            c.print(
+                f"decide: harnessctl approve c{x['id']}  |  "
+                f"harnessctl reject c{x['id']} --reason TEXT"
+            )
+        else:
+            c.print(
+                f"[yellow]{_escape(str(x['live']))} is live, not its parent "
+                f"{_escape(str(x['parent']))}[/]: approving it is refused; reject it, or "
+                f"'harnessctl rollback {_escape(str(x['parent']))}' first"
+            )
+
+
+def _approve(r: dict[str, Any], c: Console) -> None:
+    c.print(
+        f"c{r.get('candidate')} approved by {_escape(str(r.get('reviewer')))}: "
+        f"[bold]{_escape(str(r.get('live')))}[/] is live"
+    )
+
+
+def _reject(r: dict[str, Any], c: Console) -> None:
+    c.print(
+        f"c{r.get('candidate')} rejected by {_escape(str(r.get('reviewer')))}: "
+        f"{_escape(str(r.get('reason')))}"
+    )
+
+
 def _rollback(r: dict[str, Any], c: Console) -> None:
     c.print(f"rolled back: [bold]{_escape(str(r.get('live')))}[/] is live")
 
@@ -247,6 +341,8 @@ def _policy_check(r: dict[str, Any], c: Console) -> None:
     )
     for line in r.get("power_text") or []:
         c.print(_escape(line))
+    if r.get("review_text"):
+        c.print(_escape(r["review_text"]))
 
 
 def _stop(r: dict[str, Any], c: Console) -> None:
@@ -296,6 +392,9 @@ _VIEWS: dict[str, Callable[[Any, Console], None]] = {
     "run": _answer,
     "propose": _propose,
     "rollback": _rollback,
+    "review": _review,
+    "approve": _approve,
+    "reject": _reject,
     "pause": _loop_switch,
     "resume": _loop_switch,
     "policy_show": _policy_show,

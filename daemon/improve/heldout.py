@@ -101,6 +101,13 @@ def claim_slot(rt: Runtime, cid: int, policy: Policy) -> HeldoutSlot | str:
         return _resumed(settings, pool, wanted, earlier, history)
     if earlier is not None:
         return f"candidate c{cid} already had its held-out test (one per candidate)"
+    waiting = alpha_ledger.awaiting(rt.store)
+    if waiting:
+        # Its outcome decides this test's epoch and position (DESIGN.md, "The review step").
+        return (
+            f"candidate c{waiting[0]} awaits review: no held-out test starts until "
+            f"'harnessctl approve c{waiting[0]}' or 'harnessctl reject c{waiting[0]}' decides it"
+        )
     budget = alpha_ledger.budget(settings, history)
     test = budget.next_test()
     block = block_for(settings, pool, budget.promotions)

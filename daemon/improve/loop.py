@@ -131,6 +131,15 @@ class ImprovementLoop:
         policy = self.rt.policy.get()
         if self.control.paused:
             return "paused (harnessctl resume)"
+        awaiting = self.lineage.candidates(state="awaiting_review")
+        if awaiting:
+            # Its outcome decides the next held-out test's epoch, and the proposer may learn
+            # of it only once decided (DESIGN.md, "The review step").
+            names = ", ".join(f"c{c.id}" for c in reversed(awaiting))
+            return (
+                f"{names} awaiting review ('harnessctl review', then 'harnessctl approve cN' "
+                "or 'harnessctl reject cN --reason TEXT')"
+            )
         if not external:
             if not policy.loop.enabled:
                 return "disabled by the policy ([loop] enabled = false)"
@@ -152,10 +161,13 @@ class ImprovementLoop:
         """Settle held-out tests a stop cut short, and state the power the next one has."""
 
         def settle() -> list[tuple[int, str]]:
-            def accepted(cid: int) -> bool:
-                return self.lineage.candidate(cid).state == "accepted"
+            def state(cid: int) -> str:
+                return self.lineage.candidate(cid).state
 
-            return [(c, str(s)) for c, s in alpha_ledger.settle_running(self.rt.store, accepted)]
+            running = alpha_ledger.settle_running(self.rt.store, state)
+            # A review decided just before a stop, whose ledger row did not follow.
+            alpha_ledger.settle_reviewed(self.rt.store, state)
+            return [(c, str(s)) for c, s in running if s != "awaiting_review"]
 
         for cid, state in await anyio.to_thread.run_sync(settle):
             await self.rt.emit(
@@ -322,9 +334,7 @@ class ImprovementLoop:
     def _settle(self, cid: int) -> None:
         """A candidate left interrupted: its held-out test, if one is still running, keeps
         its slot and counts as not promoted (as at a stop)."""
-        alpha_ledger.settle_running(
-            self.rt.store, lambda c: self.lineage.candidate(c).state == "accepted"
-        )
+        alpha_ledger.settle_running(self.rt.store, lambda c: self.lineage.candidate(c).state)
 
     async def _wait_out(self, outage: Unavailable, then: str) -> None:
         """Wait until the dependency is back (the health monitor probes it, says so, and

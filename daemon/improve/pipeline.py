@@ -11,7 +11,10 @@ share of the lineage's alpha; a candidate it would promote must then pass the po
 (token cap, dead code, provenance), the decoy re-run of its wins, the optional
 compute-matched gate, the optional security gate (:mod:`daemon.improve.security`) and the
 panel. Held-out results never leave this module except as the verdict's per-gate figures,
-and the proposer reads of those only "promoted" or not.
+and the proposer reads of those only "promoted" or not. With ``[gates.review]`` on, a
+candidate that passes every gate is held for a person instead of promoted
+(:mod:`daemon.improve.review`); an approval then goes through :meth:`Pipeline.promote`, the
+automatic promotion's own path.
 
 One policy per candidate: :meth:`Pipeline.run` takes a snapshot of the policy when the
 candidate's evaluation starts, and every threshold, limit and budget of its stages and
@@ -63,7 +66,7 @@ from daemon.improve.matched import compute_matched_gate
 from daemon.improve.modelfree import decoy_check
 from daemon.improve.security import security_gate
 from daemon.improve.stages import PipelineStage, StageResult, run_stages
-from daemon.lineage import Lineage, Version
+from daemon.lineage import Decider, Lineage, Review, Version
 from daemon.verdict import Gate, GateResult, PolicyUsed, Verdict
 
 log = logging.getLogger("harnessd.pipeline")
@@ -202,7 +205,8 @@ class Pipeline:
             run = CandidateEvaluation(self, candidate_id, parent, tree, cand.patch, snapshot)
             used = PolicyUsed(path=str(snapshot.path), sha256=snapshot.sha256)
             verdict = await run_stages(STAGES, run, snapshot.policy, used)
-            await self._conclude(candidate_id, tree, verdict, run.held)
+            review = snapshot.policy.gates.review.enabled
+            await self._conclude(candidate_id, tree, verdict, run.held, review=review)
             return verdict
         except BaseException as exc:
             # Stopped mid-evaluation (daemon stop, engine gone): say so now rather than
@@ -221,13 +225,13 @@ class Pipeline:
     async def _interrupted(self, cid: int, reason: str, outage: Unavailable | None) -> None:
         def mark() -> str | None:
             # A held-out test cut short keeps its slot and counts as not promoted, unless
-            # the promotion itself had committed (it does so before the ledger row), or
+            # the promotion (or hold for review) had committed (both precede the ledger row), or
             # an outage cut it: an engine or model gone says nothing about the candidate,
             # so its test stays running and resumes at its slot when the loop evaluates
             # the candidate again (DESIGN.md, "Acceptance": an outage is not a loss).
             if outage is None:
                 alpha_ledger.settle_running(
-                    self.rt.store, lambda c: self.lineage.candidate(c).state == "accepted"
+                    self.rt.store, lambda c: self.lineage.candidate(c).state
                 )
             cand = self.lineage.candidate(cid)
             if cand.state != "evaluating":
@@ -245,28 +249,70 @@ class Pipeline:
                 reason=reason,
             )
 
+    async def promote(
+        self,
+        cid: int,
+        tree: Path,
+        verdict: Verdict,
+        decision: dict[str, object] | None,
+        approval: Review | None = None,
+    ) -> Version:
+        """The one way a candidate becomes live, automatic or approved in review: the
+        lineage checks (parent live, tree = parent + recorded patch) and applies in one
+        transaction, the live harness serves the new version from its next request on, and
+        the alpha ledger records the promotion (``decision``: the held-out test's, for an
+        automatic promotion; an approved test's decision is already recorded)."""
+        version = await anyio.to_thread.run_sync(self.lineage.promote, cid, tree, verdict, approval)
+        if approval is not None:
+            await anyio.to_thread.run_sync(alpha_ledger.decide_review, self.rt.store, cid, True)
+        elif decision is not None:
+            await record_end(self.rt, cid, True, decision)
+        by = Decider.GATES if approval is None else Decider.PERSON
+        who = "" if approval is None else f"; approved by {approval.reviewer}"
+        await self.rt.emit(
+            "version.promoted",
+            f"candidate c{cid} accepted: {version.name} is live ({verdict.reason}{who})",
+            candidate=cid,
+            version=version.name,
+            gates=verdict.deciding(),
+            decided_by=by.value,
+        )
+        return version
+
+    async def _hold(self, cid: int, verdict: Verdict, decision: dict[str, object] | None) -> None:
+        """[gates.review] is on: the candidate passed every gate and waits for a person."""
+        await anyio.to_thread.run_sync(self.lineage.hold_for_review, cid, verdict)
+        if decision is not None:
+            await anyio.to_thread.run_sync(alpha_ledger.hold, self.rt.store, cid, decision)
+        await self.rt.emit(
+            "candidate.awaiting_review",
+            f"candidate c{cid} passed every gate and awaits review: 'harnessctl review', then "
+            f"'harnessctl approve c{cid}' or 'harnessctl reject c{cid} --reason ...'",
+            candidate=cid,
+            gates=verdict.deciding(),
+        )
+
     async def _conclude(
-        self, cid: int, tree: Path, verdict: Verdict, held: HeldoutRun | None
+        self,
+        cid: int,
+        tree: Path,
+        verdict: Verdict,
+        held: HeldoutRun | None,
+        *,
+        review: bool = False,
     ) -> None:
         decision = None if held is None else held.decision.to_dict()
         if verdict.decision == "accept":
             try:
-                version = await anyio.to_thread.run_sync(self.lineage.promote, cid, tree, verdict)
+                if review:
+                    return await self._hold(cid, verdict, decision)
+                await self.promote(cid, tree, verdict, decision)
             except LineageError as exc:
                 # E.g. a rollback made another version live while this one was evaluated.
                 verdict = Verdict.of(
                     "done", verdict.gates, reason=f"not promoted: {exc}", policy=verdict.policy
                 )
                 return await self._conclude(cid, tree, verdict, held)
-            if decision is not None:
-                await record_end(self.rt, cid, True, decision)
-            await self.rt.emit(
-                "version.promoted",
-                f"candidate c{cid} accepted: {version.name} is live ({verdict.reason})",
-                candidate=cid,
-                version=version.name,
-                gates=verdict.deciding(),
-            )
             return
         await anyio.to_thread.run_sync(
             lambda: self.lineage.set_candidate(cid, "rejected", verdict.stage, verdict)
