@@ -72,7 +72,7 @@ def _policy(tmp: Path, cache: Path, *, loop: bool) -> str:
     solver.write_text(solver_script(cache, modes))
     proposer = tmp / "proposer.toml"
     proposer.write_text(proposer_script([mode_step("", "GOOD"), mode_step("", "BETTER")]))
-    text = policy_text(solver, solver, proposer, cycles=2, alpha=0.5).replace(
+    text = policy_text(solver, solver, proposer, cycles=2, alpha=0.45).replace(
         f'panel = ["scripted:{solver}"]', "panel = []"
     )
     text += "\n[gates.review]\nenabled = true\n"
