@@ -274,3 +274,25 @@ async def test_a_client_that_goes_away_cancels_the_run_and_is_charged(
         model="harnessd", messages=[{"role": "user", "content": "Say hi."}], max_tokens=8
     )
     assert again.choices[0].message.content is not None
+
+
+def _readme_example() -> str:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Use the live harness from your application", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readme_example_runs_as_written(
+    endpoint: Endpoint, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = _readme_example()
+    assert "http://127.0.0.1:8642/v1" in example and ".state/endpoint.token" in example
+    token_file = endpoint.daemon.state_dir / "endpoint.token"
+    code = example.replace("http://127.0.0.1:8642/v1", endpoint.url).replace(
+        ".state/endpoint.token", str(token_file)
+    )
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    namespace["client"].close()
+    printed = capsys.readouterr().out
+    assert "answered by v0001 request" in printed, printed
