@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
@@ -66,6 +67,9 @@ class ReviewDesk:
         self.rt = rt
         self.lineage = lineage
         self.pipeline = pipeline
+        # One decision at a time: two clients deciding the same candidate must not share its
+        # materialised tree (one would remove it under the other's promotion).
+        self._deciding = anyio.Lock()
 
     def awaiting(self) -> list[Awaiting]:
         """The candidates awaiting review, oldest first (blocking)."""
@@ -103,7 +107,12 @@ class ReviewDesk:
                 raise stale
             return cand
 
+        async with self._deciding:
+            return await self._approve(check, who, why)
+
+    async def _approve(self, check: Callable[[], Candidate], who: str, why: str) -> Version:
         cand = await anyio.to_thread.run_sync(check)
+        cid = cand.id
         assert cand.verdict is not None and cand.review is not None  # held with both
         approval = Review(held=cand.review.held, decided=time.time(), reviewer=who, reason=why)
         # Shielded: a client that leaves mid-approval must not leave half a promotion (the
@@ -124,9 +133,12 @@ class ReviewDesk:
         """Record a person's rejection of a candidate awaiting review."""
         who = _text(reviewer, "reviewer's name", MAX_REVIEWER, cid)
         why = _text(reason, "reason", MAX_REASON, cid)
-        with anyio.CancelScope(shield=True):
-            cand = await anyio.to_thread.run_sync(self.lineage.reject_reviewed, cid, who, why)
-            await anyio.to_thread.run_sync(alpha_ledger.decide_review, self.rt.store, cid, False)
+        async with self._deciding:
+            with anyio.CancelScope(shield=True):
+                cand = await anyio.to_thread.run_sync(self.lineage.reject_reviewed, cid, who, why)
+                await anyio.to_thread.run_sync(
+                    alpha_ledger.decide_review, self.rt.store, cid, False
+                )
         await self.rt.emit(
             "candidate.rejected",
             f"candidate c{cid} rejected in review by {who}: {why}",
