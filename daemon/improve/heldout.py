@@ -30,6 +30,7 @@ import anyio
 
 from daemon.acceptance.explain import Decision, decision_of
 from daemon.acceptance.observations import HarnessResult, PairedOutcome
+from daemon.acceptance.ordering import ready_in_order
 from daemon.acceptance.rule import AcceptanceState, Outcome, begin, observe
 from daemon.acceptance.spending import NextTest
 from daemon.config.policy import Policy
@@ -160,14 +161,15 @@ async def run_heldout(slot: HeldoutSlot, sides: Sides, policy: Policy) -> Heldou
 
     def feed() -> bool:
         nonlocal state
-        while state.outcome is Outcome.UNDECIDED and len(fed) < len(slot.block):
-            task_id = slot.block[len(fed)]
-            if task_id not in theirs or task_id not in mine:
-                break
-            outcome = paired(theirs[task_id], mine[task_id], policy)
+        if state.outcome is not Outcome.UNDECIDED:
+            return True
+        pairs = {t: paired(theirs[t], mine[t], policy) for t in mine if t in theirs}
+        for outcome in ready_in_order(slot.block, pairs, len(fed)):
             state = observe(state, outcome)
-            fed.append(task_id)
+            fed.append(outcome.task_id)
             outcomes.append(outcome)
+            if state.outcome is not Outcome.UNDECIDED:
+                break
         return state.outcome is not Outcome.UNDECIDED
 
     parent_todo = [t for t in slot.block if t not in theirs]
