@@ -93,10 +93,34 @@ harness.py
 
 NOTHING = "Rationale: nothing in what I was shown says what goes wrong; no change."
 
+# The stepping-stone world's careless proposer: its parser comes with a second, unused
+# model call per step (twice the tokens: the tokens gate stops it on held-out).
+TWICE = "    ctx.model.chat(state.messages, tools=tools or None, max_tokens=MAX_TOKENS)  # sure?"
+ASK_TWICE = f"""
+harness.py
+<<<<<<< SEARCH
+    reply = ctx.model.chat(state.messages, tools=tools or None, max_tokens=MAX_TOKENS)
+=======
+    reply = ctx.model.chat(state.messages, tools=tools or None, max_tokens=MAX_TOKENS)
+{TWICE}
+>>>>>>> REPLACE
+"""
+ASK_ONCE = f"""Rationale: the harness asks the model twice per step and never uses the
+second answer; ask once.
 
-def _solver(cache_dir: Path, path: Path) -> None:
+harness.py
+<<<<<<< SEARCH
+    reply = ctx.model.chat(state.messages, tools=tools or None, max_tokens=MAX_TOKENS)
+{TWICE}
+=======
+    reply = ctx.model.chat(state.messages, tools=tools or None, max_tokens=MAX_TOKENS)
+>>>>>>> REPLACE
+"""
+
+
+def _solver(cache_dir: Path, path: Path, *, twice: bool = True) -> None:
     """By position in its split: 0 mod 4 a tool call, 1-2 the call as tagged text, 3 the
-    tagged text twice."""
+    tagged text twice (``twice``; else once)."""
     suite = load_suite(SUITE, cache_dir)
     splits = split(suite.task_ids(), seed=SEED, dev_size=DEV, heldout_size=HELDOUT)
     lines = ['mode = "rules"', ""]
@@ -112,7 +136,9 @@ def _solver(cache_dir: Path, path: Path) -> None:
                 lines.append(f"tool_calls = {toml_value(calls)}")
             else:
                 text = "".join(f"<{TAG}>{json.dumps(c)}</{TAG}>" for c in calls)
-                said = f"I will call it: {text}" + (f" To be sure: {text}" if pos % 4 == 3 else "")
+                said = f"I will call it: {text}" + (
+                    f" To be sure: {text}" if twice and pos % 4 == 3 else ""
+                )
                 lines.append(f"content = {json.dumps(said)}")
             lines.append("")
     lines += ["[[rules]]", 'content = "I do not know."', ""]
@@ -124,8 +150,10 @@ def _section(prompt: str, title: str) -> str:
     return after[1].split("\n# ", 1)[0] if len(after) == 2 else ""
 
 
-def propose(prompt: str) -> str:
-    """What the reading proposer writes for ``prompt`` (the daemon's user message)."""
+def propose(prompt: str, careless: bool = False) -> str:
+    """What the reading proposer writes for ``prompt`` (the daemon's user message);
+    ``careless``: its parser comes with a second model call, which it removes once it sees
+    that call in the source it is given."""
     source = _section(prompt, "Harness source")
     failures = _section(prompt, "Failed dev tasks")
     tags: set[str] = set()
@@ -146,8 +174,10 @@ def propose(prompt: str) -> str:
                 continue
             if isinstance(output, list):
                 repeated |= any(c in output[:i] for i, c in enumerate(output))
+    if careless and TWICE in source:
+        return ASK_ONCE
     if "def calls_in_text" not in source and len(tags) == 1:
-        return PARSE_CALLS.format(tag=tags.pop())
+        return PARSE_CALLS.format(tag=tags.pop()) + (ASK_TWICE if careless else "")
     if "def calls_in_text" in source and repeated:
         return DEDUPLICATE
     return NOTHING
@@ -158,16 +188,12 @@ def _prompt(request: Received) -> str:
     return "\n".join(m.get("content") or "" for m in messages if m.get("role") == "user")
 
 
-def _answer(request: Received) -> Reply:
-    return Reply(
-        200,
-        openai_completion(
-            content=propose(_prompt(request)), prompt_tokens=2000, completion_tokens=300
-        ),
-    )
+def _answer(request: Received, careless: bool = False) -> Reply:
+    text = propose(_prompt(request), careless)
+    return Reply(200, openai_completion(content=text, prompt_tokens=2000, completion_tokens=300))
 
 
-def _policy(solver: Path, *, failures_shown: int, cycles: int) -> str:
+def _policy(solver: Path, *, failures_shown: int, cycles: int, search: str = "thompson") -> str:
     return f"""
 [models]
 primary = "scripted:{solver}"
@@ -178,6 +204,7 @@ model = "{PROPOSER}"
 protocol = "text"
 samples = 1
 failures_shown = {failures_shown}
+search = "{search}"
 
 [suite]
 name = "{SUITE}"
@@ -203,31 +230,40 @@ timeout_s = 30.0
 """
 
 
-def _decided(daemon: Any, n: int, timeout: float) -> list[dict[str, Any]]:
+def _decided(daemon: Any, n: int, timeout: float, *, or_promoted: bool) -> list[dict[str, Any]]:
+    """The candidates once ``n`` are decided (``or_promoted``: or one is accepted)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with daemon.client() as c:
             lineage = c.call("lineage", candidates=50)
         cands = sorted(lineage["candidates"], key=lambda x: x["id"])
-        if sum(x["state"] in ("accepted", "rejected") for x in cands) >= n:
+        states = [x["state"] for x in cands]
+        if sum(s in ("accepted", "rejected") for s in states) >= n or (
+            or_promoted and "accepted" in states
+        ):
             return cands
         assert daemon.proc.poll() is None, daemon.log.read_text()[-3000:]
         time.sleep(1.0)
     raise AssertionError(f"fewer than {n} candidates decided:\n{daemon.log.read_text()[-3000:]}")
 
 
-def _run(tmp_path: Path, asset_cache: Path, failures_shown: int) -> tuple[Any, list[Any], Any]:
+def _run(
+    tmp_path: Path, asset_cache: Path, failures_shown: int, *, stepping: bool = False
+) -> tuple[Any, list[Any], Any]:
+    """The daemon on the world until two candidates are decided (``stepping``: the careless
+    proposer and no repeated calls, until a promotion or four decided)."""
     solver = tmp_path / "solver.toml"
-    _solver(asset_cache, solver)
-    with serve([], answer=_answer) as api:
+    _solver(asset_cache, solver, twice=not stepping)
+    cycles = 4 if stepping else 2
+    with serve([], answer=lambda r: _answer(r, careless=stepping)) as api:
         env = {
             "HARNESSD_OPENAI__BASE_URL": f"{api.url}/v1",
             "OPENAI_API_KEY": "sk-test-climb-0000000000000000",
         }
-        policy = _policy(solver, failures_shown=failures_shown, cycles=2)
+        policy = _policy(solver, failures_shown=failures_shown, cycles=cycles)
         daemon = start_daemon(tmp_path, asset_cache, policy, env=env)
         try:
-            cands = _decided(daemon, 2, timeout=1700)
+            cands = _decided(daemon, cycles, timeout=1700, or_promoted=stepping)
             with daemon.client() as c:
                 lineage = c.call("lineage", candidates=50)
                 shown = [c.call("show", ref=f"c{x['id']}") for x in cands]
@@ -278,3 +314,31 @@ def test_without_the_failures_in_its_briefing_the_proposer_has_nothing_to_go_on(
     assert lineage["current"] == "v0001"
     assert [(c["state"], c["stage"]) for c in shown] == [("rejected", "parse")] * 2
     assert all(f"<{TAG}>" not in p for p in prompts)
+
+
+@pytest.mark.timeout(1800)
+def test_a_near_miss_becomes_a_stepping_stone(tmp_path: Path, asset_cache: Path) -> None:
+    """Search beyond the live version: c1 parses the calls (all dev tasks solved) but asks
+    the model twice, so the tokens gate stops it on held-out: not promoted. The next
+    proposal, drawn by Thompson sampling from dev results, builds on c1 (its source is what
+    the proposer is shown), removes the second call and is promoted; its held-out test
+    compared it with the live version v0001, not with c1."""
+    lineage, shown, prompts = _run(tmp_path, asset_cache, failures_shown=4, stepping=True)
+    first = shown[0]
+    assert (first["state"], first["parent"], first["base"]) == ("rejected", "v0001", None)
+    failed = [
+        g["gate"]
+        for g in first["verdict"]["gates"]
+        if g["enabled"] and not g["passed"] and not g.get("skipped")
+    ]
+    assert first["verdict"]["stage"] == "heldout" and "tokens" in failed, first["verdict"]
+    winner = next((c for c in shown if c["state"] == "accepted"), None)
+    assert winner is not None, [(c["name"], c["state"], c["base"]) for c in shown]
+    assert (winner["parent"], winner["base"]) == ("v0001", first["name"])
+    assert "+def calls_in_text(text):" in winner["patch"] and "sure?" not in winner["patch"]
+    assert lineage["current"] == "v0002"
+    # The prompt it answered: c1's tree, and of c1's held-out test one bit.
+    asked = next(p for p in prompts if TWICE in _section(p, "Harness source"))
+    archive = _section(asked, "Earlier proposals and what came of them")
+    assert f"{first['name']} on v0001 (proposer): not promoted" in archive
+    assert "tokens gate" not in archive and "heldout" not in archive
