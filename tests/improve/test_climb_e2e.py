@@ -93,9 +93,11 @@ harness.py
 
 NOTHING = "Rationale: nothing in what I was shown says what goes wrong; no change."
 
-# The stepping-stone world's careless proposer: its parser comes with a second, unused
-# model call per step (twice the tokens: the tokens gate stops it on held-out).
-TWICE = "    ctx.model.chat(state.messages, tools=tools or None, max_tokens=MAX_TOKENS)  # sure?"
+# The stepping-stone world's careless proposer: its parser comes with eight more model calls
+# per step whose answers are never used (2.25 times the parent's tokens per solved task,
+# past the tokens gate's 1.5: the gate stops it on held-out).
+TWICE = """    for _ in range(8):  # sure?
+        ctx.model.chat(state.messages, tools=tools or None, max_tokens=MAX_TOKENS)"""
 ASK_TWICE = f"""
 harness.py
 <<<<<<< SEARCH
@@ -105,8 +107,8 @@ harness.py
 {TWICE}
 >>>>>>> REPLACE
 """
-ASK_ONCE = f"""Rationale: the harness asks the model twice per step and never uses the
-second answer; ask once.
+ASK_ONCE = f"""Rationale: the harness asks the model nine times per step and uses only the
+first answer; ask once.
 
 harness.py
 <<<<<<< SEARCH
