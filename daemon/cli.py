@@ -174,7 +174,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_policy_check(args: argparse.Namespace) -> int:
     from daemon.config.policy import load_policy
-    from daemon.improve.power_report import power_lines, power_rows
+    from daemon.improve.power_report import power_lines, power_rows, review_line
     from daemon.suites import heldout_evidence
 
     policy = load_policy(Path(args.file))
@@ -185,6 +185,7 @@ def _cmd_policy_check(args: argparse.Namespace) -> int:
     print(heldout_evidence(policy.suite))
     for line in power_lines(power_rows(policy, policy.suite.heldout_size)):
         print(line)
+    print(review_line(policy))
     return 0
 
 

@@ -102,6 +102,22 @@ class UnknownRef(LineageError):
     """No version or candidate answers to the name, id or commit given."""
 
 
+class NotAwaitingReview(LineageError):
+    """A review decision for a candidate that does not await review, or another way of
+    deciding one that does (only ``harnessctl approve`` / ``reject`` decide those)."""
+
+
+class StaleParent(LineageError):
+    """A candidate's parent is no longer the live version: its evidence (held-out tests
+    against that parent) says nothing about the version live now."""
+
+    def __init__(self, message: str, *, candidate_id: int, parent: str, live: str) -> None:
+        super().__init__(message)
+        self.candidate_id = candidate_id
+        self.parent = parent
+        self.live = live
+
+
 class DaemonNotRunning(HarnessdError):
     """The control socket does not answer."""
 

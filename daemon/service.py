@@ -1,8 +1,9 @@
 """``harnessd serve``: one anyio task group owning everything the daemon runs.
 
 Start-up order: state-dir lock, policy (invalid: exit 2, nothing started), SQLite, event
-log, then the task group: control socket (readiness via ``tg.start``), file watchers, and
-the workers. SIGTERM/SIGINT drain and exit; SIGHUP re-reads config and policy.
+log, then the task group: the OpenAI-compatible endpoint when ``[endpoint]`` enables it,
+the control socket (readiness via ``tg.start``; once it answers, the endpoint does too),
+file watchers, and the workers. SIGTERM/SIGINT drain and exit; SIGHUP re-reads config and policy.
 """
 
 from __future__ import annotations
@@ -18,16 +19,18 @@ import anyio
 
 from daemon.config.policy import Policy, load_policy
 from daemon.config.reload import PolicyHolder, watch_files
-from daemon.config.secrets import redact, register_configured_secrets
+from daemon.config.secrets import endpoint_token, redact, register_configured_secrets
 from daemon.config.settings import LoadedSettings, load_settings
 from daemon.config.statedir import hold_lock, prepare_state_dir
 from daemon.control.protocol import SOCKET_NAME
 from daemon.control.server import Replies, serve_control
 from daemon.control.verbs import ControlApi, VerbDeps
+from daemon.endpoint.server import Listening, serve_endpoint
 from daemon.errors import ConfigError, LineageError, SetupError
 from daemon.evaluation.runtime import Runtime, open_runtime
 from daemon.events import EventBus
 from daemon.improve.loop import ImprovementLoop, LoopControl
+from daemon.improve.review import ReviewDesk
 from daemon.lineage import Lineage
 from daemon.live import private_suites
 from daemon.live.harness import LiveHarness
@@ -48,9 +51,16 @@ REPLY_GRACE_S = 1.0
 
 class Daemon:
     def __init__(
-        self, loaded: LoadedSettings, policy: PolicyHolder, store: Store, bus: EventBus
+        self,
+        loaded: LoadedSettings,
+        policy: PolicyHolder,
+        store: Store,
+        bus: EventBus,
+        token: str | None = None,
     ) -> None:
         self.loaded = loaded
+        self.token = token  # the endpoint's bearer token (None: the endpoint is off)
+        self.endpoint: Listening | None = None
         self.policy = policy
         self.store = store
         self.bus = bus
@@ -67,6 +77,14 @@ class Daemon:
             "uptime_s": round(time.time() - self.started, 1),
             "state_dir": str(self.loaded.state_dir),
             "policy_path": str(self.policy.path),
+            "endpoint": None
+            if self.endpoint is None
+            else {
+                "url": self.endpoint.url,
+                "unix_socket": None
+                if self.endpoint.unix_socket is None
+                else str(self.endpoint.unix_socket),
+            },
         }
 
     async def on_file_change(self, path: Any) -> None:
@@ -99,6 +117,12 @@ class Daemon:
             await self.bus.emit(
                 "config.restart_needed",
                 f"state_dir changed to {fresh.state_dir}; restart harnessd to move there",
+                level="warning",
+            )
+        if fresh.settings.endpoint != self.loaded.settings.endpoint:
+            await self.bus.emit(
+                "config.restart_needed",
+                "[endpoint] changed; restart harnessd to serve it as set",
                 level="warning",
             )
         logging.getLogger("harnessd").setLevel(fresh.settings.log_level.upper())
@@ -153,6 +177,7 @@ class Daemon:
                 control=self.control,
                 live=live,
                 submit=loop.submit_external,
+                reviews=ReviewDesk(rt, self.lineage, loop.pipeline),
                 progress=lambda: list(rt.progress.values()),
                 outages=rt.health.state,
                 calls=rt.calls_in_flight,
@@ -162,6 +187,23 @@ class Daemon:
                 basics=self.status_basics,
                 stop=self.stop_requested,
             )
+        )
+
+    async def _start_endpoint(self, tg: anyio.abc.TaskGroup, live: LiveHarness) -> None:
+        settings = self.loaded.settings.endpoint
+        if not settings.enabled or self.token is None:
+            return
+        self.endpoint = await tg.start(
+            serve_endpoint, settings, self.loaded.endpoint_socket, live, self.token
+        )
+        await self.bus.emit(
+            "endpoint.started",
+            f"OpenAI-compatible endpoint at {self.endpoint.describe()} "
+            f"(model {settings.model_name!r}, token in {self.loaded.endpoint_token_file})",
+            url=self.endpoint.url,
+            unix_socket=None
+            if self.endpoint.unix_socket is None
+            else str(self.endpoint.unix_socket),
         )
 
     async def run(self) -> None:
@@ -178,6 +220,7 @@ class Daemon:
             replies = Replies()
             tg.start_soon(self._signals)
             await tg.start(rt.health.run)
+            await self._start_endpoint(tg, live)
             await tg.start(serve_control, self.socket_path, self._verbs(rt, live, loop), replies)
             await tg.start(watch_files, self.watched, self.on_file_change)
             await tg.start(loop.run)
@@ -215,6 +258,8 @@ def _print_attach_hint(socket_path: Any) -> None:
 async def serve(loaded: LoadedSettings) -> None:
     state_dir = prepare_state_dir(loaded.state_dir)
     register_configured_secrets(loaded)
+    # Read (or made) before anything starts: a token file others can read stops here.
+    token = endpoint_token(loaded) if loaded.settings.endpoint.enabled else None
     with hold_lock(state_dir):
         policy = load_policy(loaded.policy_path)
 
@@ -228,6 +273,6 @@ async def serve(loaded: LoadedSettings) -> None:
         holder = PolicyHolder(loaded.policy_path, policy, [usable])
         store = Store(state_dir / "state.db")
         try:
-            await Daemon(loaded, holder, store, EventBus(store, redact)).run()
+            await Daemon(loaded, holder, store, EventBus(store, redact), token).run()
         finally:
             store.close()

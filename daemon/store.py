@@ -32,7 +32,7 @@ import anyio.to_thread
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -82,7 +82,11 @@ CREATE TABLE IF NOT EXISTS candidates (
     state TEXT NOT NULL,
     stage TEXT NOT NULL,
     verdict TEXT,
-    base_candidate_id INTEGER REFERENCES candidates(id)
+    base_candidate_id INTEGER REFERENCES candidates(id),
+    review_held REAL,
+    review_decided REAL,
+    reviewer TEXT,
+    review_reason TEXT
 );
 CREATE TABLE IF NOT EXISTS evaluations (
     id INTEGER PRIMARY KEY,
@@ -157,6 +161,14 @@ MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
             "base_candidate_id",
             "ALTER TABLE candidates ADD COLUMN base_candidate_id INTEGER REFERENCES candidates(id)",
         ),
+    ],
+    # 4: the review step ([gates.review]): when a candidate was held for review, when and by
+    # whom it was decided, and why.
+    4: [
+        ("candidates", "review_held", "ALTER TABLE candidates ADD COLUMN review_held REAL"),
+        ("candidates", "review_decided", "ALTER TABLE candidates ADD COLUMN review_decided REAL"),
+        ("candidates", "reviewer", "ALTER TABLE candidates ADD COLUMN reviewer TEXT"),
+        ("candidates", "review_reason", "ALTER TABLE candidates ADD COLUMN review_reason TEXT"),
     ],
 }
 # Created after the migrations, since they may index a column a migration adds.

@@ -22,6 +22,8 @@ class Gate(StrEnum):
     their gate names as text, so a name retired from here still loads."""
 
     DEV_SCREEN = "dev_screen"
+    # Whether the candidate behaves differently from its parent on some dev task at all.
+    DEV_CHANGE = "dev_change"
     ACCURACY = "accuracy"
     IMPROVEMENT = "improvement"
     HONESTY = "honesty"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import threading
@@ -97,8 +98,14 @@ def unit_tests_touch_neither_docker_nor_the_model(
 
     monkeypatch.setattr(docker.DockerClient, "__init__", refuse("the Docker engine"))
     monkeypatch.setattr(docker.APIClient, "__init__", refuse("the Docker engine"))
-    # __new__, not __init__: a Llama refused half-built would fail again in its __del__.
-    monkeypatch.setattr(llama_cpp.Llama, "__new__", staticmethod(refuse("the local model")))
+
+    def refuse_model(self: llama_cpp.Llama, *args: object, **kwargs: object) -> None:
+        # What close() (its __del__) needs, so the refused, half-made object goes quietly.
+        # Not __new__: CPython keeps a reset __new__ slot that rejects arguments afterwards.
+        self._stack = contextlib.ExitStack()
+        raise AssertionError(f"a test marked 'unit' tried to use the local model: {advice}")
+
+    monkeypatch.setattr(llama_cpp.Llama, "__init__", refuse_model)
     popen_init = subprocess.Popen.__init__
 
     def guarded_popen(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
@@ -142,6 +149,20 @@ def no_output_reader_outlives_its_container() -> Iterator[None]:
 def running_daemon(tmp_path: Path, asset_cache: Path) -> Iterator[RunningDaemon]:
     """A daemon on the default seed with the loop disabled, stopped afterwards."""
     daemon = start_daemon(tmp_path, asset_cache)
+    try:
+        yield daemon
+    finally:
+        if daemon.proc.poll() is None:
+            daemon.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_daemon(
+    tmp_path_factory: pytest.TempPathFactory, asset_cache: Path
+) -> Iterator[RunningDaemon]:
+    """``running_daemon`` shared by a module's tests that only read it or talk to it (no
+    policy edit, no stop): one start instead of one per test."""
+    daemon = start_daemon(tmp_path_factory.mktemp("shared-daemon"), asset_cache)
     try:
         yield daemon
     finally:

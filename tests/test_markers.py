@@ -79,3 +79,15 @@ def test_a_unit_test_may_not_load_the_model_or_start_its_server_or_ray() -> None
 def test_ordinary_subprocesses_still_run_in_unit_tests() -> None:
     done = subprocess.run(["git", "--version"], capture_output=True, text=True, check=True)
     assert done.stdout.startswith("git version")
+
+
+@pytest.mark.model
+def test_the_refusal_leaves_the_model_usable_for_later_tests(asset_cache: Path) -> None:
+    """Runs after the unit tests above have been refused the model: the class is as it was."""
+    from daemon.config import assets
+
+    llm = llama_cpp.Llama(model_path=str(assets.embedded_model(asset_cache)), verbose=False)
+    try:
+        assert llm.n_ctx() > 0
+    finally:
+        llm.close()

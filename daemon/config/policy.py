@@ -219,6 +219,13 @@ class SecurityGate(_Closed):
         )
 
 
+class ReviewGate(_Closed):
+    """A person's review before promotion: off, a candidate that passes every gate is
+    promoted at once; on, it awaits review (``harnessctl approve`` / ``reject``)."""
+
+    enabled: bool = False
+
+
 class GatesPolicy(_Closed):
     panel: PanelGate = PanelGate()
     tokens: TokensGate = TokensGate()
@@ -228,6 +235,7 @@ class GatesPolicy(_Closed):
     decoy: DecoyGate = DecoyGate()
     compute_matched: ComputeMatchedGate = ComputeMatchedGate()
     security: SecurityGate = SecurityGate()
+    review: ReviewGate = ReviewGate()
 
     @model_validator(mode="before")
     @classmethod
@@ -254,6 +262,11 @@ class PipelinePolicy(_Closed):
     smoke: bool = True
     # Stage 3: reject when dev accuracy falls below the parent's by more than this.
     dev_max_regression: Fraction = 0.10
+    # Stage 3: stop a candidate that behaves exactly as its parent on every dev task (same
+    # outputs, claims, errors and model calls; tokens within ``dev_token_noise``) before it
+    # takes a held-out slot; false lets through a change that dev cannot see.
+    require_dev_change: bool = True
+    dev_token_noise: Fraction = 0.02
 
 
 class LoopPolicy(_Closed):

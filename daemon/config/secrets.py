@@ -1,4 +1,5 @@
-"""Provider API keys: where they come from, and keeping them out of everything we write.
+"""Provider API keys and the endpoint's token: where they come from, and keeping them out of
+everything we write.
 
 A key is read from the file named by ``api_key_file`` when that is set, otherwise from the
 environment variable named by ``api_key_env``. Every key read here (and every value
@@ -15,11 +16,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
+import stat
 import threading
 from pathlib import Path
 
 from daemon.config.settings import KeyedProvider, LoadedSettings
-from daemon.errors import ProviderConfigError
+from daemon.errors import ConfigError, ProviderConfigError
 
 MIN_SECRET_LENGTH = 8
 REDACTED = "[redacted]"
@@ -106,6 +109,48 @@ def register_configured_secrets(settings: LoadedSettings) -> None:
         if keyed.api_key_file is not None:
             with contextlib.suppress(OSError):
                 register_secret(settings.resolve(keyed.api_key_file).read_text(encoding="utf-8"))
+    with contextlib.suppress(OSError):
+        register_secret(settings.endpoint_token_file.read_text(encoding="utf-8"))
+
+
+def endpoint_token(settings: LoadedSettings) -> str:
+    """The endpoint's bearer token, registered for redaction (blocking: reads a file).
+
+    From ``[endpoint] token_file`` when set (it must exist); else the state dir's
+    ``endpoint.token``, made with a random token (0600) the first time. A token file others
+    can read is refused: whoever reads it can spend the daemon's model budget.
+    """
+    path = settings.endpoint_token_file
+    where = f"{_config_name(settings)} [endpoint] token_file"
+    explicit = settings.settings.endpoint.token_file is not None
+    if not path.exists() and not explicit:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(secrets.token_urlsafe(32) + "\n")
+    try:
+        mode = path.stat().st_mode
+        value = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{where}: {path} does not exist (put a token in it, e.g. the output of "
+            "'python3 -c \"import secrets; print(secrets.token_urlsafe(32))\"', or unset "
+            "token_file to have one made in the state dir)"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{where}: {path} cannot be read: {exc.strerror}") from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConfigError(
+            f"{where}: {path} can be read by other users (mode {stat.S_IMODE(mode):o}); "
+            f"make it private: chmod 600 {path}"
+        )
+    if len(value) < MIN_SECRET_LENGTH:
+        raise ConfigError(
+            f"{where}: the token in {path} is shorter than {MIN_SECRET_LENGTH} characters; "
+            "use a long random one"
+        )
+    register_secret(value)
+    return value
 
 
 def _config_name(settings: LoadedSettings) -> str:

@@ -8,11 +8,12 @@ default.toml``, ``seeds/minimal``, ``harnesses``) against the project root.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from daemon.config.validation import describe_validation_error, read_toml
@@ -28,6 +29,7 @@ DEFAULT_CONFIG_NAME = "harnessd.toml"
 # the database records versions whose trees and git history live there, so the two must
 # travel together (a re-clone gets a fresh pair, never a database without its trees).
 DEFAULT_STATE_DIR = Path(".state")
+TOKEN_NAME = "endpoint.token"  # the endpoint's bearer token, in the state dir by default
 
 
 class _Closed(BaseModel):
@@ -74,6 +76,52 @@ class ExecutorSettings(_Closed):
     gateway_port: Annotated[int, Field(ge=0, le=65535)] = 0  # 0: any free port
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost`` or a loopback address)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve anywhere
+
+
+class EndpointSettings(_Closed):
+    """``[endpoint]``: the OpenAI-compatible endpoint (:mod:`daemon.endpoint`), off by default.
+
+    Clients authenticate with a bearer token read from ``token_file`` (default: the file
+    ``endpoint.token`` in the state dir, made with a random token, 0600, on the first start
+    with the endpoint on); the token never sits in this file.
+    """
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 8642  # 0: any free port (status shows it)
+    # Listening beyond this machine exposes the live harness (and its model budget) to the
+    # network: refused unless asked for in so many words.
+    allow_non_loopback: bool = False
+    # Also (or, with ``tcp = false``, only) a Unix socket, made 0600.
+    unix_socket: Path | None = None
+    tcp: bool = True
+    max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
+    max_concurrent: Annotated[int, Field(ge=1, le=1024)] = 16
+    token_file: Path | None = None
+    # The model name clients send (and GET /v1/models lists).
+    model_name: Annotated[str, Field(min_length=1, max_length=64)] = "harnessd"
+
+    @model_validator(mode="after")
+    def _where(self) -> EndpointSettings:
+        if self.tcp and not self.allow_non_loopback and not is_loopback(self.host):
+            raise ValueError(
+                f"host {self.host!r} is not a loopback address: the endpoint would be "
+                "reachable from other machines; use 127.0.0.1, or set allow_non_loopback = "
+                "true if that is what you want"
+            )
+        if not self.tcp and self.unix_socket is None:
+            raise ValueError("tcp = false needs a unix_socket to listen on")
+        return self
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -95,6 +143,7 @@ class Settings(BaseSettings):
     openai: OpenAISettings = OpenAISettings()
     local: LocalSettings = LocalSettings()
     executor: ExecutorSettings = ExecutorSettings()
+    endpoint: EndpointSettings = EndpointSettings()
 
     @classmethod
     def settings_customise_sources(
@@ -147,6 +196,16 @@ class LoadedSettings(BaseModel):
     @property
     def seed_dir(self) -> Path:
         return self.resolve(self.settings.seed, "seed")
+
+    @property
+    def endpoint_token_file(self) -> Path:
+        explicit = self.settings.endpoint.token_file
+        return self.resolve(explicit) if explicit is not None else self.state_dir / TOKEN_NAME
+
+    @property
+    def endpoint_socket(self) -> Path | None:
+        path = self.settings.endpoint.unix_socket
+        return self.resolve(path) if path is not None else None
 
 
 def find_config(explicit: Path | None) -> Path | None:

@@ -8,6 +8,7 @@ or config error, 3 daemon not running.
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import os
 import sys
@@ -28,9 +29,10 @@ out = Console(highlight=False, soft_wrap=True)
 
 # How long ``harnessctl stop`` waits for the daemon to close its connections.
 STOP_WAIT_S = 30.0
-# Verbs that may take minutes (a task run, a report, power computed for a policy): no
+# Verbs that may take minutes (a task run, a report, power computed for a policy, an
+# approval's promotion on a loaded machine): no
 # timeout on their reply. Every other verb gets 30 s.
-_UNBOUNDED = ("ask", "run", "propose", "report", "policy_show", "policy_check")
+_UNBOUNDED = ("ask", "run", "propose", "report", "policy_show", "policy_check", "approve")
 
 # What harnessctl does for one verb: call the daemon (and post-process its reply).
 Call = Callable[[ControlClient, argparse.Namespace], Any]
@@ -138,6 +140,20 @@ def rollback(c: ControlClient, a: argparse.Namespace) -> Any:
     return c.call("rollback", ref=a.ref, reason=a.reason)
 
 
+def review(c: ControlClient, a: argparse.Namespace) -> Any:
+    return c.call("review")
+
+
+def approve(c: ControlClient, a: argparse.Namespace) -> Any:
+    return c.call("approve", ref=a.ref, reviewer=a.reviewer, reason=a.reason)
+
+
+def reject(c: ControlClient, a: argparse.Namespace) -> Any:
+    if not a.reason.strip():
+        raise UsageError("reject needs --reason TEXT: why, in a sentence (kept in the lineage)")
+    return c.call("reject", ref=a.ref, reviewer=a.reviewer, reason=a.reason)
+
+
 def pause(c: ControlClient, a: argparse.Namespace) -> Any:
     return c.call("pause")
 
@@ -226,6 +242,35 @@ def _rollback_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reason", default="rollback by harnessctl")
 
 
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        return f"uid {os.getuid()}"
+
+
+def _decision_args(p: argparse.ArgumentParser, *, reason_required: bool) -> None:
+    p.add_argument("ref", metavar="CANDIDATE", help="the candidate, e.g. c12")
+    p.add_argument(
+        "--as",
+        dest="reviewer",
+        default=_login(),
+        help="who decides, as the lineage records it (default: your login name)",
+    )
+    if reason_required:
+        p.add_argument("--reason", required=True, help="why (kept in the lineage)")
+    else:
+        p.add_argument("--reason", default="", help="why (optional; kept in the lineage)")
+
+
+def _approve_args(p: argparse.ArgumentParser) -> None:
+    _decision_args(p, reason_required=False)
+
+
+def _reject_args(p: argparse.ArgumentParser) -> None:
+    _decision_args(p, reason_required=True)
+
+
 def _propose_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file")
     p.add_argument("--dry-run", action="store_true", help="static checks only; nothing recorded")
@@ -251,6 +296,9 @@ COMMANDS: dict[str, tuple[Call, Arguments | None]] = {
     "diff": (diff, _diff_args),
     "report": (report, _report_args),
     "rollback": (rollback, _rollback_args),
+    "review": (review, None),
+    "approve": (approve, _approve_args),
+    "reject": (reject, _reject_args),
     "pause": (pause, None),
     "resume": (resume, None),
     "propose": (propose, _propose_args),

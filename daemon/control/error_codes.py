@@ -22,11 +22,13 @@ from daemon.errors import (
     HarnessdError,
     LineageError,
     NotAccepting,
+    NotAwaitingReview,
     ProviderConfigError,
     ProviderError,
     ProviderUnavailable,
     SandboxError,
     SetupError,
+    StaleParent,
     Unavailable,
     UnknownRef,
 )
@@ -50,6 +52,10 @@ WIRE_CODES: dict[type[HarnessdError], ErrorCode] = {
     LineageError: ErrorCode.CONFLICT,
     NotAccepting: ErrorCode.CONFLICT,
     AlreadyRunning: ErrorCode.CONFLICT,
+    # The review step: a decision for a candidate that does not await one; an approval of
+    # one whose parent is no longer live.
+    NotAwaitingReview: ErrorCode.NOT_AWAITING_REVIEW,
+    StaleParent: ErrorCode.STALE_PARENT,
     # A patch, or the harness tree it makes, is refused.
     PatchRejected: ErrorCode.INVALID_PATCH,
     TreeError: ErrorCode.INVALID_PATCH,

@@ -45,6 +45,11 @@ class ErrorCode(StrEnum):
     BAD_ARGS = "bad_args"  # arguments missing or of the wrong form
     NOT_FOUND = "not_found"  # no such version, candidate, task or suite
     CONFLICT = "conflict"  # not possible in the current state (e.g. rollback to current)
+    # A review decision for a candidate that does not await review (or another way of
+    # deciding one that does).
+    NOT_AWAITING_REVIEW = "not_awaiting_review"
+    # The candidate's parent is no longer live: its evidence is about another version.
+    STALE_PARENT = "stale_parent"
     INVALID_POLICY = "invalid_policy"
     INVALID_PATCH = "invalid_patch"
     FORBIDDEN = "forbidden"  # peer uid differs from the daemon's
@@ -84,6 +89,11 @@ VERBS: dict[str, Verb] = {
     "diff": Verb(("diff",), "what changed between two versions"),
     "report": Verb(("report",), "write the lineage report: one self-contained HTML file"),
     "rollback": Verb(("rollback",), "make an earlier accepted version live (recorded)"),
+    "review": Verb(
+        ("review",), "candidates awaiting review ([gates.review]), with their diff and verdict"
+    ),
+    "approve": Verb(("approve",), "promote a candidate awaiting review (recorded as yours)"),
+    "reject": Verb(("reject",), "reject a candidate awaiting review, with your reason"),
     "pause": Verb(("pause",), "pause the improvement loop"),
     "resume": Verb(("resume",), "resume the improvement loop"),
     "propose": Verb(("propose",), "submit a patch file to the candidate pipeline"),

@@ -31,7 +31,8 @@ from daemon.gateway.budget import WindowState
 from daemon.improve.intake import Submitted, check_text
 from daemon.improve.loop import LoopControl
 from daemon.improve.power_report import power_table
-from daemon.lineage import Lineage, Version
+from daemon.improve.review import Awaiting, ReviewDesk
+from daemon.lineage import Candidate, Lineage, Version
 from daemon.live import private_suites
 from daemon.live.harness import LiveHarness
 from daemon.patches import AppliedPatch
@@ -53,6 +54,8 @@ class VerbDeps:
     live: LiveHarness
     # The improvement loop's intake for a person's patch (``harnessctl propose``).
     submit: Callable[[str, str], Awaitable[Submitted]]
+    # The review step's decisions (``harnessctl review`` / ``approve`` / ``reject``).
+    reviews: ReviewDesk
     # Evaluations under way, outages, model calls in flight (for ``status``), and the
     # daemon-wide token windows.
     progress: Callable[[], list[dict[str, Any]]]
@@ -89,6 +92,54 @@ def _version_json(v: Version) -> dict[str, Any]:
 def _base(candidate_id: int | None) -> str | None:
     """A candidate's tree parent as shown: the candidate it was built on (None: its version)."""
     return None if candidate_id is None else f"c{candidate_id}"
+
+
+def _candidate_id(args: dict[str, Any]) -> int:
+    """``ref``: a candidate as ``c12`` (or ``12``)."""
+    ref = _arg(args, "ref", str).strip().lower()
+    digits = ref[1:] if ref.startswith("c") else ref
+    if not digits.isdigit():
+        raise ControlError(
+            ErrorCode.BAD_ARGS,
+            f"'{ref}' is not a candidate: give it as c12 ('harnessctl review' lists them)",
+        )
+    return int(digits)
+
+
+def _decision_json(c: Candidate) -> dict[str, Any]:
+    """Who decided a candidate and why (the lineage's and show's fields)."""
+    review = c.review
+    return {
+        "decided_by": c.decided_by.value if c.decided_by else None,
+        "decision_reason": c.decision_reason,
+        "review": None
+        if review is None
+        else {
+            "held": review.held,
+            "decided": review.decided,
+            "reviewer": review.reviewer,
+            "reason": review.reason,
+        },
+    }
+
+
+def _awaiting_json(a: Awaiting) -> dict[str, Any]:
+    c, t = a.candidate, a.test
+    return {
+        "id": c.id,
+        "parent": a.parent,
+        "live": a.live,
+        "approvable": a.approvable,
+        "source": c.source,
+        "proposer_model": c.proposer_model,
+        "rationale": c.rationale,
+        "held": c.review.held if c.review else None,
+        "patch": c.patch,
+        "verdict": c.verdict.model_dump() if c.verdict else None,
+        "test": None
+        if t is None
+        else {"epoch": t.epoch, "position": t.position, "alpha": t.alpha, "state": t.state},
+    }
 
 
 def _score(r: EvalReport) -> dict[str, Any]:
@@ -134,6 +185,15 @@ class ControlApi:
             "model_calls": self.d.calls(),
             "cycles": self.d.control.cycles,
             "queued": list(self.d.control.queue),
+            # What is evaluated now and what waits, in order (people's patches first).
+            "evaluating": self.d.control.current,
+            "queue": [
+                {"candidate": c, "position": i, "source": self._source(c)}
+                for i, c in enumerate(self.d.control.waiting(), start=1)
+            ],
+            "awaiting_review": [
+                c.id for c in reversed(self.d.lineage.candidates(state="awaiting_review"))
+            ],
             "live": {
                 "version": version.name,
                 "since": since,
@@ -219,7 +279,10 @@ class ControlApi:
                 "rationale": c.rationale,
                 "decision": c.verdict.decision if c.verdict else None,
                 "reason": c.verdict.reason if c.verdict else "",
+                # 0: under evaluation; 1: next; None: not waiting.
+                "queue_position": self.d.control.position(c.id),
             }
+            | _decision_json(c)
             for c in self.d.lineage.candidates(limit=limit)
         ]
         return {
@@ -231,6 +294,9 @@ class ControlApi:
                 for h in self.d.lineage.history()
             ],
         }
+
+    def _source(self, cid: int) -> str:
+        return str(self.d.lineage.candidate(cid).source)
 
     def _name(self, version_id: int) -> str:
         return self.d.lineage.get(version_id).name
@@ -263,17 +329,21 @@ class ControlApi:
                 "raw": c.raw if not c.patch else None,
                 "verdict": c.verdict.model_dump() if c.verdict else None,
                 "reports": self._reports(candidate_id=c.id),
-            }
+            } | _decision_json(c)
         v = self.d.lineage.get(ref)
         cand = self.d.lineage.candidate(v.candidate_id) if v.candidate_id else None
-        return _version_json(v) | {
-            "kind": "version",
-            "parent": self._name(v.parent_id) if v.parent_id else None,
-            "rationale": cand.rationale if cand else None,
-            "patch": cand.patch if cand else None,
-            "verdict": cand.verdict.model_dump() if cand and cand.verdict else None,
-            "reports": self._reports(version_id=v.id),
-        }
+        return (
+            _version_json(v)
+            | {
+                "kind": "version",
+                "parent": self._name(v.parent_id) if v.parent_id else None,
+                "rationale": cand.rationale if cand else None,
+                "patch": cand.patch if cand else None,
+                "verdict": cand.verdict.model_dump() if cand and cand.verdict else None,
+                "reports": self._reports(version_id=v.id),
+            }
+            | (_decision_json(cand) if cand else {})
+        )
 
     async def verb_show(self, args: dict[str, Any]) -> Any:
         return await anyio.to_thread.run_sync(self._show, _arg(args, "ref", str))
@@ -293,6 +363,40 @@ class ControlApi:
             version=version.name,
         )
         return {"live": version.name}
+
+    # ---- review ([gates.review]) -----------------------------------------------------------
+
+    def _review(self) -> dict[str, Any]:
+        return {
+            "enabled": self.d.policy.get().gates.review.enabled,
+            "live": self.d.lineage.current().name,
+            "awaiting": [_awaiting_json(a) for a in self.d.reviews.awaiting()],
+        }
+
+    async def verb_review(self, args: dict[str, Any]) -> Any:
+        return await anyio.to_thread.run_sync(self._review)
+
+    async def verb_approve(self, args: dict[str, Any]) -> Any:
+        cid = _candidate_id(args)
+        reviewer = _arg(args, "reviewer", str)
+        reason = _arg(args, "reason", str, required=False) or ""
+        version = await self.d.reviews.approve(cid, reviewer, reason)
+        self.d.control.poke()  # the loop waited for this decision
+        return {"candidate": cid, "live": version.name, "reviewer": reviewer.strip()}
+
+    async def verb_reject(self, args: dict[str, Any]) -> Any:
+        cid = _candidate_id(args)
+        reviewer = _arg(args, "reviewer", str)
+        reason = _arg(args, "reason", str)
+        cand = await self.d.reviews.reject(cid, reviewer, reason)
+        self.d.control.poke()
+        review = cand.review
+        return {
+            "candidate": cid,
+            "state": cand.state,
+            "reviewer": review.reviewer if review else reviewer,
+            "reason": review.reason if review else reason,
+        }
 
     async def verb_report(self, args: dict[str, Any]) -> Any:
         # The page is written by the daemon (same uid, peer checked) rather than sent back,
@@ -351,6 +455,9 @@ class ControlApi:
         return {
             "candidate": sub.candidate_id,
             "queued": True,
+            # 1: evaluated next (after the candidate under evaluation now, if any).
+            "position": self.d.control.position(sub.candidate_id),
+            "evaluating": self.d.control.current,
             "paused": self.d.control.paused,
             "diff": sub.git_diff,
         }

@@ -32,7 +32,8 @@ def gates_text(gates: list[dict[str, Any]], kind: str) -> str:
         f"{g.get('gate', '?')} {_figure(g.get('measured'))} vs {_figure(g.get('threshold'))}"
         for g in gates
     ]
-    head = "gates passed" if kind == "version.promoted" else "decided by"
+    passed = kind in ("version.promoted", "candidate.awaiting_review")
+    head = "gates passed" if passed else "decided by"
     return f"{head}: {', '.join(parts)}"
 
 
@@ -61,6 +62,10 @@ def render(view: str, result: Any, console: Console) -> None:
 
 def _status(r: dict[str, Any], c: Console) -> None:
     c.print(f"harnessd pid {r.get('pid')} up {r.get('uptime_s')} s, state {r.get('state_dir')}")
+    endpoint = r.get("endpoint") or {}
+    where = [w for w in (endpoint.get("url"), endpoint.get("unix_socket")) if w]
+    if where:
+        c.print(f"OpenAI-compatible endpoint: {' and '.join(where)}")
     live = r.get("live") or {}
     if live:
         c.print(
@@ -89,6 +94,16 @@ def _status(r: dict[str, Any], c: Console) -> None:
         )
     activity = r.get("activity")
     c.print(f"activity: {_escape(activity or 'idle')}")
+    if r.get("evaluating") is not None:
+        c.print(f"evaluating: candidate c{r['evaluating']}")
+    queue = r.get("queue") or []
+    if queue:
+        c.print(
+            "queue: "
+            + ", ".join(
+                f"{q['position']}. c{q['candidate']} ({_escape(q['source'])})" for q in queue
+            )
+        )
     calls = r.get("model_calls") or {}
     if calls:
         c.print(
@@ -101,6 +116,10 @@ def _status(r: dict[str, Any], c: Console) -> None:
     for p in r.get("progress") or []:
         c.print(f"  {_escape(p['label'])}: {p['done']}/{p['total']} tasks")
     c.print(f"loop: {'[yellow]paused[/]' if r.get('paused') else 'running'}")
+    waiting = r.get("awaiting_review") or []
+    if waiting:
+        names = ", ".join(f"c{cid}" for cid in waiting)
+        c.print(f"[yellow]awaiting review:[/] {names} ('harnessctl review')")
     budgets = r.get("budgets") or []
     if budgets:
         t = Table("budget", "spent", "limit", "left")
@@ -127,26 +146,58 @@ def _lineage(r: dict[str, Any], c: Console) -> None:
         # "tested on" is the version its held-out test compares against; "built on" its
         # tree parent (the candidate whose tree it changed, or that version itself).
         t = Table(
-            "cand", "tested on", "built on", "state", "stage", "source", "rationale", "verdict"
+            "cand",
+            "tested on",
+            "built on",
+            "state",
+            "stage",
+            "source",
+            "rationale",
+            "decided by",
+            "why",
         )
         for x in cands:
+            place = x.get("queue_position")
+            state = x["state"]
+            if place:
+                state += f" (queue {place})"
             t.add_row(
                 f"c{x['id']}",
                 x["parent"],
                 x.get("base") or x["parent"],
-                x["state"],
+                state,
                 x["stage"],
                 x["source"],
                 _escape((x.get("rationale") or "")[:50]),
-                _escape((x.get("reason") or "")[:60]),
+                _escape(decided_text(x)),
+                _escape((x.get("decision_reason") or x.get("reason") or "")[:60]),
             )
         c.print(t)
+
+
+def decided_text(x: dict[str, Any]) -> str:
+    """Who decided a candidate (the lineage's ``decided_by`` and ``review``), in words."""
+    review = x.get("review") or {}
+    if x.get("state") == "awaiting_review":
+        return "awaiting review"
+    if x.get("decided_by") == "person":
+        verb = "approved" if x.get("state") == "accepted" else "rejected"
+        return f"person ({review.get('reviewer')}, {verb})"
+    return str(x.get("decided_by") or "-")
 
 
 def _show(r: dict[str, Any], c: Console) -> None:
     for key in ("name", "kind", "state", "parent", "base", "source", "proposer_model", "rationale"):
         if r.get(key) is not None:
             c.print(f"[bold]{key}:[/] {_escape(str(r[key]))}")
+    if r.get("decided_by") or r.get("state") == "awaiting_review":
+        c.print(f"[bold]decided by:[/] {_escape(decided_text(r))}")
+        review = r.get("review") or {}
+        if review.get("decided") is not None:
+            c.print(
+                f"[bold]review:[/] {_escape(str(review.get('reviewer')))} at "
+                f"{_when(float(review['decided']))}: {_escape(review.get('reason') or '-')}"
+            )
     verdict = r.get("verdict")
     if verdict:
         t = Table("gate", "measured", "threshold", "result", "note")
@@ -181,11 +232,76 @@ def _propose(r: dict[str, Any], c: Console) -> None:
         )
     else:
         paused = " (the loop is paused: 'harnessctl resume' to evaluate it)"
+        place = r.get("position")
+        where = f" at position {place}" if place else ""
+        if place and r.get("evaluating") is not None:
+            where += f" (after candidate c{r['evaluating']}, under evaluation now)"
         c.print(
             f"candidate [bold]c{r.get('candidate')}[/] passed the static stage and is queued "
-            f"for evaluation{paused if r.get('paused') else ''}; the change it makes:"
+            f"for evaluation{where}{paused if r.get('paused') else ''}; the change it makes:"
         )
     _print_diff(r.get("diff") or "", c)
+
+
+def _gate_rows(verdict: dict[str, Any], c: Console) -> None:
+    t = Table("gate", "measured", "threshold", "result")
+    for g in verdict.get("gates", []):
+        mark = "skip" if g.get("skipped") else "pass" if g.get("passed") else "FAIL"
+        t.add_row(g["gate"], _figure(g.get("measured")), _figure(g.get("threshold")), mark)
+    c.print(t)
+
+
+def _review(r: dict[str, Any], c: Console) -> None:
+    waiting = r.get("awaiting") or []
+    state = "on" if r.get("enabled") else "off"
+    c.print(f"review step {state} ([gates.review]); live version {_escape(str(r.get('live')))}")
+    if not waiting:
+        c.print("no candidate awaits review")
+        return
+    for x in waiting:
+        test = x.get("test") or {}
+        slot = (
+            f", held-out test epoch {test.get('epoch')} candidate {test.get('position')} at "
+            f"alpha {_figure(test.get('alpha'))}"
+            if test
+            else ""
+        )
+        c.print(
+            f"\n[bold]c{x['id']}[/] on {_escape(str(x['parent']))} ({_escape(str(x['source']))}"
+            f"{slot}), awaiting review since {_when(float(x.get('held') or 0))}"
+        )
+        if x.get("rationale"):
+            c.print(f"rationale: {_escape(x['rationale'])}")
+        verdict = x.get("verdict") or {}
+        if verdict:
+            c.print(f"verdict: {_escape(verdict.get('reason', ''))}")
+            _gate_rows(verdict, c)
+        _print_diff(x.get("patch") or "", c)
+        if x.get("approvable"):
+            c.print(
+                f"decide: harnessctl approve c{x['id']}  |  "
+                f"harnessctl reject c{x['id']} --reason TEXT"
+            )
+        else:
+            c.print(
+                f"[yellow]{_escape(str(x['live']))} is live, not its parent "
+                f"{_escape(str(x['parent']))}[/]: approving it is refused; reject it, or "
+                f"'harnessctl rollback {_escape(str(x['parent']))}' first"
+            )
+
+
+def _approve(r: dict[str, Any], c: Console) -> None:
+    c.print(
+        f"c{r.get('candidate')} approved by {_escape(str(r.get('reviewer')))}: "
+        f"[bold]{_escape(str(r.get('live')))}[/] is live"
+    )
+
+
+def _reject(r: dict[str, Any], c: Console) -> None:
+    c.print(
+        f"c{r.get('candidate')} rejected by {_escape(str(r.get('reviewer')))}: "
+        f"{_escape(str(r.get('reason')))}"
+    )
 
 
 def _rollback(r: dict[str, Any], c: Console) -> None:
@@ -227,6 +343,8 @@ def _policy_check(r: dict[str, Any], c: Console) -> None:
         c.print(_escape(str(r["heldout_evidence"])))
     for line in r.get("power_text") or []:
         c.print(_escape(line))
+    if r.get("review_text"):
+        c.print(_escape(r["review_text"]))
 
 
 def _stop(r: dict[str, Any], c: Console) -> None:
@@ -276,6 +394,9 @@ _VIEWS: dict[str, Callable[[Any, Console], None]] = {
     "run": _answer,
     "propose": _propose,
     "rollback": _rollback,
+    "review": _review,
+    "approve": _approve,
+    "reject": _reject,
     "pause": _loop_switch,
     "resume": _loop_switch,
     "policy_show": _policy_show,

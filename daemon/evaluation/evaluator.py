@@ -39,6 +39,7 @@ from daemon.evaluation.coverage import coverage_summary, merge_coverage, read_so
 from daemon.evaluation.decoy import replacements
 from daemon.evaluation.executor import Executor
 from daemon.evaluation.health import engine_watch, require_engine
+from daemon.evaluation.pairing import Lane, TaskOrder
 from daemon.evaluation.provenance import (
     EnvironmentText,
     Exchange,
@@ -152,6 +153,7 @@ async def run_one(
     executor: Executor | None = None,
     decoy: Task | None = None,
     limits: Limits | None = None,
+    exchanges: list[Exchange] | None = None,
     fixed: frozenset[str] = frozenset(),
     origins: Origins | None = None,
 ) -> tuple[TaskResult, TaskRun]:
@@ -162,8 +164,10 @@ async def run_one(
     this machine); the verdict is computed here either way. With ``decoy``, the model answers
     the decoy task's question instead (the harness is not told). ``limits``: the sandbox's
     (default: the live policy's), for the task's container and a code check alike.
-    ``fixed``: the harness's fixed block for the provenance check; ``origins`` collects what
-    finding one over a run needs.
+    ``exchanges``: filled with the run's model exchanges as they happen (the live endpoint
+    answers with the model's last reply when a harness chose no call). ``fixed``: the
+    harness's fixed block for the provenance check; ``origins`` collects what finding one
+    over a run needs.
     """
     limits = limits or rt.limits()
     charge = Charge(
@@ -189,6 +193,8 @@ async def run_one(
             replacements(task, decoy) if decoy is not None else None,
             episode,
         )
+        if exchanges is not None:
+            handler.exchanges = exchanges
         run = await (executor or rt.local).run(
             image=rt.image,
             harness_dir=subject.harness_dir,
@@ -265,6 +271,7 @@ async def evaluate(
     decoys: Mapping[str, str] | None = None,
     conditions: str | None = None,
     policy: Policy | None = None,
+    order: TaskOrder | None = None,
     fixed: frozenset[str] | None = None,
 ) -> EvalReport:
     """Evaluate ``subject`` on ``task_ids``; stored in SQLite and returned.
@@ -273,11 +280,15 @@ async def evaluate(
     ``conditions``: the key of everything that changes the result (for baseline reuse).
     ``policy``: the policy the whole evaluation runs under (its suite, sandbox limits,
     concurrency, and per-task and per-evaluation token budgets); default: the live one,
-    read once here, so a reload mid-evaluation does not change them.
-    ``fixed``: the harness's fixed block (the lines every task's first request carried, from
-    its dev run: ``EvalReport.fixed_lines``); None: found over this run's own tasks, and its
-    solves judged again with it at the end (a run that ``stop_when`` reads as it goes needs
-    one given, or its solves are judged without one).
+    read once here, so a reload mid-evaluation does not change them. ``order``: a front
+    shared with other evaluations (:mod:`daemon.evaluation.pairing`), which then decides when
+    each task starts instead of this evaluation's own concurrency limit. An evaluation that
+    ends early (stopped, an outage, a stop of the daemon) keeps what completed: its row says
+    ``stopped`` or ``interrupted`` and holds the partial report. ``fixed``: the harness's
+    fixed block (the lines every task's first request carried, from its dev run:
+    ``EvalReport.fixed_lines``); None: found over this run's own tasks, and its solves judged
+    again with it at the end (a run that ``stop_when`` reads as it goes needs one given, or
+    its solves are judged without one).
     """
     policy = policy or rt.policy.get()
     limits = rt.limits(policy)
@@ -302,11 +313,13 @@ async def evaluate(
     coverages: list[dict[str, list[int]]] = []
     limiter = anyio.CapacityLimiter(rt.executor.capacity(policy.sandbox.concurrency))
     label = f"{subject.label} {split} {model}"
+
+    lane: Lane | None = None
     origins = Origins() if fixed is None and stop_when is None else None
     known = fixed or frozenset()
 
     async def one(task_id: str, scope: anyio.CancelScope) -> None:
-        async with limiter:
+        async with limiter if lane is None else lane.admit(task_id):
             if scope.cancel_called:
                 return
             await wait_for_window(rt)
@@ -349,12 +362,32 @@ async def evaluate(
     try:
         with rt.run_budget(run_id, policy.budget):
             async with anyio.create_task_group() as tg:
+                if order is not None:
+                    lane = order.join(tg.cancel_scope, task_ids)
                 for task_id in task_ids:
                     tg.start_soon(one, task_id, tg.cancel_scope)
     except BaseException as exc:
         with anyio.CancelScope(shield=True):
+            # What completed before the interruption is kept: a held-out test that an
+            # outage cut short resumes from it (every result here met no outage: a task
+            # that did raised it instead of returning).
+            partial = build_report(
+                run_id=run_id,
+                suite=suite.name,
+                split=split,
+                model=model,
+                tasks=[results[t] for t in task_ids if t in results],
+                coverage=CoverageReport(
+                    executed={k: sorted(v) for k, v in sorted(merge_coverage(coverages).items())}
+                ),
+                version=subject.version,
+                candidate_id=subject.candidate_id,
+                planned=total,
+                started=started,
+                finished=time.time(),
+            )
             await anyio.to_thread.run_sync(
-                results_table.record_end, rt.store, run_id, "interrupted", None
+                results_table.record_end, rt.store, run_id, "interrupted", partial
             )
         single = _one_error(exc, label)
         if single is not exc:

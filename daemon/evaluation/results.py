@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from daemon.evaluation.report import EvalReport, stored_report
+from daemon.evaluation.report import EvalReport, TaskResult, stored_report
 from daemon.store import Store
 
 
@@ -79,6 +79,34 @@ def cached_baseline(
         if [t.id for t in report.tasks] == task_ids:
             return report
     return None
+
+
+def parent_tasks(store: Store, version_id: int, conditions: str) -> dict[str, TaskResult]:
+    """Every task result of the version under exactly ``conditions``, from any of its runs
+    (done, stopped early or interrupted; a partial run's results are as valid as a whole
+    one's): the held-out parent's results, run lazily a few tasks at a time beside its
+    candidates and reused by every later candidate under the same conditions. The newest
+    result of a task wins (they agree when the model is deterministic)."""
+    rows = store.query(
+        "SELECT report FROM evaluations WHERE version_id=? AND candidate_id IS NULL AND "
+        "conditions=? AND report IS NOT NULL ORDER BY id",
+        (version_id, conditions),
+    )
+    found: dict[str, TaskResult] = {}
+    for row in rows:
+        found.update(stored_report(row["report"]).by_id())
+    return found
+
+
+def candidate_runs(store: Store, candidate_id: int, conditions: str) -> list[EvalReport]:
+    """The candidate's earlier reports under exactly ``conditions`` (partial ones included),
+    oldest first: what a held-out test an outage interrupted resumes from."""
+    rows = store.query(
+        "SELECT report FROM evaluations WHERE candidate_id=? AND conditions=? AND "
+        "report IS NOT NULL ORDER BY id",
+        (candidate_id, conditions),
+    )
+    return [stored_report(r["report"]) for r in rows]
 
 
 def latest_version_reports(store: Store, version_id: int) -> list[EvalReport]:

@@ -6,8 +6,9 @@ held-out stage (``heldout``: a candidate's sequential test at its share of alpha
 lineage-wide alpha ledger (``alpha_ledger``: the ``heldout_budget`` and ``heldout_tests``
 tables), the glue from policy to acceptance procedure (``procedure``, ``power_report``), the
 model-free checks (decoy re-run, compute-matched, security), what the proposer is told of
-earlier candidates (``briefing``, the information rule's one implementation) and the loop
-that drives it all within the budgets. The statistics themselves are the pure
+earlier candidates (``briefing``, the information rule's one implementation), a person's
+review of what passed every gate (``review``: ``[gates.review]``'s approve and reject) and
+the loop that drives it all within the budgets. The statistics themselves are the pure
 ``daemon.acceptance`` core; the proposer is the ``proposer`` subpackage, which cannot import
 anything that reaches held-out results.
 

@@ -5,7 +5,11 @@ block size) pinned when the first candidate reached the held-out stage; the guar
 about one fixed procedure, so later policy edits of these do not apply to this lineage.
 ``heldout_tests`` holds one row per candidate that reached the held-out stage, in order:
 its epoch, position, alpha and block, and how the test ended (``running`` while it runs,
-then ``promoted``, ``not_promoted``, or ``void`` when harnessd stopped mid-test).
+then ``promoted``, ``not_promoted``, or ``void`` when harnessd stopped mid-test). With the
+review step on, a test whose candidate passed every gate is ``awaiting_review`` until a
+person decides: then ``promoted`` (approved) or ``not_promoted`` (rejected: the test has
+spent its alpha all the same). No other test starts while one awaits review, since its
+outcome decides the next test's epoch (DESIGN.md, "The review step").
 
 The :class:`~daemon.acceptance.spending.LineageBudget` is rebuilt from these rows, so a
 restart resumes with exactly the same alpha accounting. A void test keeps its slot and
@@ -23,7 +27,7 @@ from typing import Any, Literal
 from daemon.acceptance.spending import LineageBudget, NextTest
 from daemon.store import Store
 
-TestState = Literal["running", "promoted", "not_promoted", "void"]
+TestState = Literal["running", "awaiting_review", "promoted", "not_promoted", "void"]
 
 
 @dataclass(frozen=True)
@@ -122,7 +126,8 @@ def test_of(store: Store, candidate_id: int) -> HeldoutTest | None:
 
 
 def budget(settings: PinnedSettings, history: list[HeldoutTest]) -> LineageBudget:
-    """The lineage budget after ``history``; a running or void test counts as not promoted."""
+    """The lineage budget after ``history``; a running, void or awaiting test counts as not
+    promoted (an awaiting one is always the last: :func:`awaiting` stops the next test)."""
     items = [
         {
             "epoch": t.epoch,
@@ -171,15 +176,66 @@ def finish(
         )
 
 
-def settle_running(store: Store, accepted: Callable[[int], bool]) -> list[tuple[int, TestState]]:
+def awaiting(store: Store) -> list[int]:
+    """The candidates whose test awaits a person's review; while there is one, no test may
+    start (its outcome says whether the next test opens a new epoch)."""
+    rows = store.query(
+        "SELECT candidate_id FROM heldout_tests WHERE state = 'awaiting_review' ORDER BY id"
+    )
+    return [int(r["candidate_id"]) for r in rows]
+
+
+def hold(store: Store, candidate_id: int, decision: dict[str, Any] | None) -> None:
+    """The test passed and its candidate waits for review: its decision is recorded now."""
+    finish(store, candidate_id, "awaiting_review", decision)
+
+
+def decide_review(store: Store, candidate_id: int, promoted: bool) -> bool:
+    """A person decided: the awaiting test becomes ``promoted`` or ``not_promoted`` (its
+    decision kept). ``running`` counts as awaiting: a stop fell between the lineage's hold
+    and this table's. False if the test was neither (already settled)."""
+    state: TestState = "promoted" if promoted else "not_promoted"
+    with store.tx() as conn:
+        cursor = conn.execute(
+            "UPDATE heldout_tests SET state = ?, finished = ? WHERE candidate_id = ? "
+            "AND state IN ('awaiting_review', 'running')",
+            (state, time.time(), candidate_id),
+        )
+        return cursor.rowcount > 0
+
+
+def settle_reviewed(store: Store, state_of: Callable[[int], str]) -> list[tuple[int, TestState]]:
+    """At start-up: a test still ``awaiting_review`` whose candidate was decided (a stop
+    fell between the lineage's commit and this table's) takes the decision: ``promoted``
+    if the candidate is accepted, ``not_promoted`` if rejected. Tests whose candidate
+    still awaits review are left as they are."""
+    settled: list[tuple[int, TestState]] = []
+    for cid in awaiting(store):
+        state = state_of(cid)
+        if state in ("accepted", "rejected"):
+            decide_review(store, cid, state == "accepted")
+            settled.append((cid, "promoted" if state == "accepted" else "not_promoted"))
+    return settled
+
+
+def settle_running(store: Store, state_of: Callable[[int], str]) -> list[tuple[int, TestState]]:
     """At start-up: a test still ``running`` was cut short by a stop or a crash. It becomes
     ``promoted`` if its candidate was in fact promoted (the promotion commits before the
-    ledger row is updated), else ``void``. Returns (candidate id, new state) per row."""
+    ledger row is updated), ``awaiting_review`` if its candidate was held for review (the
+    hold commits first too), else ``void``. ``state_of`` gives a candidate's lineage state.
+    Returns (candidate id, new state) per row."""
     rows = store.query("SELECT candidate_id FROM heldout_tests WHERE state = 'running'")
     settled: list[tuple[int, TestState]] = []
     for row in rows:
         cid = int(row["candidate_id"])
-        state: TestState = "promoted" if accepted(cid) else "void"
+        lineage_state = state_of(cid)
+        state: TestState = (
+            "promoted"
+            if lineage_state == "accepted"
+            else "awaiting_review"
+            if lineage_state == "awaiting_review"
+            else "void"
+        )
         with store.tx() as conn:
             conn.execute(
                 "UPDATE heldout_tests SET state = ?, finished = ? WHERE candidate_id = ? "

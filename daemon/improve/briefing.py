@@ -13,6 +13,11 @@ reaches it.
 Before the held-out stage a candidate's stage and reason are shown (parse, static, smoke and
 dev-screen outcomes: dev-split data). From the held-out stage on, no gate, figure, task
 count, timing or later stage is shown.
+
+A candidate awaiting review (``[gates.review]``) is left out altogether until a person
+decides: even "awaiting" would say that its test passed. Once decided it is "promoted" or
+"not promoted" like any other, and the reviewer's name and reason (written by someone who
+saw the held-out figures) never reach the proposer.
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ from daemon.evaluation.report import EvalReport
 from daemon.improve.proposer.archive import ArchiveEntry
 from daemon.improve.proposer.search import Node
 from daemon.lineage import Candidate, Lineage, Version
+from daemon.lineage.records import AWAITING_REVIEW, REVIEW_STAGE
 from daemon.store import Store
 
-HELDOUT_STAGES = frozenset({"heldout", "panel", "done", "promoted"})
+HELDOUT_STAGES = frozenset({"heldout", "panel", "done", "promoted", REVIEW_STAGE})
 _DUPLICATE = re.compile(r"^duplicate of c(\d+)")
 
 
@@ -69,7 +75,7 @@ def archive_entries(
 ) -> list[ArchiveEntry]:
     """The ``considered`` latest candidates as the proposer may see them, oldest first
     (blocking: call it in a worker thread)."""
-    cands = lineage.candidates(limit=considered)
+    cands = [c for c in lineage.candidates(limit=considered) if c.state != AWAITING_REVIEW]
     repeats: dict[int, list[int]] = {}
     originals: list[Candidate] = []
     for cand in cands:

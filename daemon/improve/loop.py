@@ -69,7 +69,23 @@ class LoopControl:
     cycles: int = 0
     # External candidates that passed the static stage, waiting for the pipeline.
     queue: list[int] = field(default_factory=list)
+    # The loop's own candidates that a person's patch overtook, waiting behind the queue.
+    own: list[int] = field(default_factory=list)
+    # The candidate under evaluation now (None: none).
+    current: int | None = None
     wake: anyio.Event = field(default_factory=anyio.Event)
+
+    def waiting(self) -> list[int]:
+        """The candidates waiting for the pipeline, in the order they will be evaluated:
+        people's patches first (``harnessctl propose``), then the loop's own."""
+        return [*self.queue, *self.own]
+
+    def position(self, cid: int) -> int | None:
+        """``cid``'s place: 0 under evaluation, 1 next, ...; None if it is not waiting."""
+        if cid == self.current:
+            return 0
+        order = self.waiting()
+        return order.index(cid) + 1 if cid in order else None
 
     def poke(self) -> None:
         self.wake.set()
@@ -115,6 +131,15 @@ class ImprovementLoop:
         policy = self.rt.policy.get()
         if self.control.paused:
             return "paused (harnessctl resume)"
+        awaiting = self.lineage.candidates(state="awaiting_review")
+        if awaiting:
+            # Its outcome decides the next held-out test's epoch, and the proposer may learn
+            # of it only once decided (DESIGN.md, "The review step").
+            names = ", ".join(f"c{c.id}" for c in reversed(awaiting))
+            return (
+                f"{names} awaiting review ('harnessctl review', then 'harnessctl approve cN' "
+                "or 'harnessctl reject cN --reason TEXT')"
+            )
         if not external:
             if not policy.loop.enabled:
                 return "disabled by the policy ([loop] enabled = false)"
@@ -136,10 +161,13 @@ class ImprovementLoop:
         """Settle held-out tests a stop cut short, and state the power the next one has."""
 
         def settle() -> list[tuple[int, str]]:
-            def accepted(cid: int) -> bool:
-                return self.lineage.candidate(cid).state == "accepted"
+            def state(cid: int) -> str:
+                return self.lineage.candidate(cid).state
 
-            return [(c, str(s)) for c, s in alpha_ledger.settle_running(self.rt.store, accepted)]
+            running = alpha_ledger.settle_running(self.rt.store, state)
+            # A review decided just before a stop, whose ledger row did not follow.
+            alpha_ledger.settle_reviewed(self.rt.store, state)
+            return [(c, str(s)) for c, s in running if s != "awaiting_review"]
 
         for cid, state in await anyio.to_thread.run_sync(settle):
             await self.rt.emit(
@@ -186,15 +214,33 @@ class ImprovementLoop:
         """One candidate, start to verdict. Returns its verdict (None if none was made).
 
         An outage (engine or model gone) is waited out, not counted as a failure: the
-        proposal is asked for again, and an interrupted candidate is evaluated again from
-        a clean start, up to ``MAX_REEVALUATIONS`` times; after that it stays interrupted.
+        proposal is asked for again, and an interrupted candidate is evaluated again (a
+        held-out test it had begun resumes at its slot), up to ``MAX_REEVALUATIONS`` times;
+        after that it stays interrupted. People's patches (``harnessctl propose``) go
+        before the loop's own candidates.
         """
-        cid = self.control.queue.pop(0) if self.control.queue else None
+        from_own = not self.control.queue and bool(self.control.own)
+        cid = self._next_waiting()
+        if cid is not None and from_own and await self._superseded(cid):
+            return None
         try:
             if cid is None:
                 cid = await self._proposal()
+                if cid is not None and self.control.queue:
+                    # A person's patch arrived while the proposer was asked: it goes first,
+                    # and takes the earlier (larger) share of alpha if it reaches held-out.
+                    own, cid = cid, self.control.queue.pop(0)
+                    self.control.own.append(own)
+                    await self.rt.emit(
+                        "loop.queue",
+                        f"candidate c{cid} (harnessctl propose) is evaluated before the "
+                        f"loop's own c{own}",
+                        candidate=cid,
+                        behind=own,
+                    )
             if cid is None:
                 return None
+            self.control.current = cid
             return await self._evaluate(cid)
         except SandboxError as exc:
             await self.rt.emit("loop.error", f"sandbox unavailable: {exc}", level="error")
@@ -202,8 +248,45 @@ class ImprovementLoop:
         except ProviderError as exc:
             await self.rt.emit("loop.error", f"model provider failed: {exc}", level="error")
         finally:
+            self.control.current = None
             self.control.set_activity("")
         return None
+
+    def _next_waiting(self) -> int | None:
+        if self.control.queue:
+            return self.control.queue.pop(0)
+        return self.control.own.pop(0) if self.control.own else None
+
+    async def _superseded(self, cid: int) -> bool:
+        """Whether ``cid``, one of the loop's own candidates that waited behind a person's
+        patch, is to be tested against a version that is no longer live (that patch was
+        promoted meanwhile): it could not be promoted, so it takes no slot and no alpha;
+        the proposer is asked again for the new live version."""
+
+        def check() -> str | None:
+            cand = self.lineage.candidate(cid)
+            live = self.lineage.current()
+            if cand.source != CandidateSource.PROPOSER or cand.parent_version_id == live.id:
+                return None
+            reason = (
+                f"not evaluated: its parent {self.lineage.get(cand.parent_version_id).name} is "
+                f"no longer live ({live.name} was promoted while it waited)"
+            )
+            self.lineage.set_candidate(
+                cid, "rejected", "static", Verdict.of("static", [], reason=reason)
+            )
+            return reason
+
+        reason = await anyio.to_thread.run_sync(check)
+        if reason is None:
+            return False
+        await self.rt.emit(
+            "candidate.rejected",
+            f"candidate c{cid} rejected at static: {reason}",
+            candidate=cid,
+            stage="static",
+        )
+        return True
 
     async def _proposal(self) -> int | None:
         """A proposed candidate's id (None if the proposal went nowhere). Each attempt
@@ -226,7 +309,8 @@ class ImprovementLoop:
             if attempt > 1:
                 await self.rt.emit(
                     "candidate.resumed",
-                    f"candidate c{cid}: evaluating again from a clean start (attempt {attempt})",
+                    f"candidate c{cid}: evaluating again after an outage (attempt {attempt}); "
+                    "a held-out test it had begun resumes at its slot from its recorded results",
                     candidate=cid,
                     attempt=attempt,
                 )
@@ -237,6 +321,7 @@ class ImprovementLoop:
                 if outage is None:
                     raise
             await self._wait_out(outage, f"candidate c{cid} is evaluated again")
+        await anyio.to_thread.run_sync(self._settle, cid)
         await self.rt.emit(
             "candidate.abandoned",
             f"candidate c{cid} stays interrupted: outages interrupted its evaluation "
@@ -245,6 +330,11 @@ class ImprovementLoop:
             candidate=cid,
         )
         return None
+
+    def _settle(self, cid: int) -> None:
+        """A candidate left interrupted: its held-out test, if one is still running, keeps
+        its slot and counts as not promoted (as at a stop)."""
+        alpha_ledger.settle_running(self.rt.store, lambda c: self.lineage.candidate(c).state)
 
     async def _wait_out(self, outage: Unavailable, then: str) -> None:
         """Wait until the dependency is back (the health monitor probes it, says so, and

@@ -69,7 +69,7 @@ async def compute_matched_gate(
             note="the candidate spends no more tokens per task than the parent",
         )
     k = min(cfg.max_samples, max(1, math.floor(ratio)))
-    base = run.parent.by_id()
+    base = run.parent
     runs: dict[str, list[TaskResult]] = {t: [base[t]] for t in run.fed}
     for _ in range(k - 1):
         extra = await evaluate(

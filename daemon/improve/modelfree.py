@@ -74,8 +74,10 @@ async def decoy_check(
         replace(o, candidate=replace(o.candidate, passed=False)) if o.task_id in gone else o
         for o in run.outcomes
     ]
-    parent = run.parent.by_id()
-    failures = sum(not counted(parent[t], policy) for t in run.slot.block)
+    parent = run.parent
+    block = run.slot.block
+    known = all(t in parent for t in block)  # a lazy parent ran only what the test used
+    failures = sum(not counted(parent[t], policy) for t in block) if known else None
     after = run_block(
         rule_knobs(policy), run.slot.test.alpha, adjusted, len(run.slot.block), failures
     )

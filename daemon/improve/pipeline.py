@@ -11,7 +11,10 @@ share of the lineage's alpha; a candidate it would promote must then pass the po
 (token cap, dead code, provenance), the decoy re-run of its wins, the optional
 compute-matched gate, the optional security gate (:mod:`daemon.improve.security`) and the
 panel. Held-out results never leave this module except as the verdict's per-gate figures,
-and the proposer reads of those only "promoted" or not.
+and the proposer reads of those only "promoted" or not. With ``[gates.review]`` on, a
+candidate that passes every gate is held for a person instead of promoted
+(:mod:`daemon.improve.review`); an approval then goes through :meth:`Pipeline.promote`, the
+automatic promotion's own path.
 
 One policy per candidate: :meth:`Pipeline.run` takes a snapshot of the policy when the
 candidate's evaluation starts, and every threshold, limit and budget of its stages and
@@ -21,6 +24,7 @@ file mid-candidate applies from the next candidate on.
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from collections.abc import Callable
@@ -30,13 +34,14 @@ from pathlib import Path
 import anyio
 
 from daemon.config.policy import Policy
-from daemon.errors import LineageError
+from daemon.errors import LineageError, Unavailable, first_outage
 from daemon.evaluation import results
 from daemon.evaluation.conditions import conditions_key, run_conditions
 from daemon.evaluation.coverage import dead_added, read_sources
 from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.evaluation.health import interruption
-from daemon.evaluation.report import EvalReport
+from daemon.evaluation.pairing import TaskOrder
+from daemon.evaluation.report import EvalReport, TaskResult
 from daemon.evaluation.runtime import PolicySnapshot, Runtime
 from daemon.improve import alpha_ledger, intake
 from daemon.improve.gates import (
@@ -50,6 +55,9 @@ from daemon.improve.gates import (
 from daemon.improve.heldout import (
     HeldoutRun,
     HeldoutSlot,
+    RunSide,
+    Sides,
+    StopWhen,
     claim_slot,
     record_end,
     run_heldout,
@@ -58,12 +66,38 @@ from daemon.improve.matched import compute_matched_gate
 from daemon.improve.modelfree import decoy_check
 from daemon.improve.security import security_gate
 from daemon.improve.stages import PipelineStage, StageResult, run_stages
-from daemon.lineage import Lineage, Version
+from daemon.lineage import Decider, Lineage, Review, Version
 from daemon.verdict import Gate, GateResult, PolicyUsed, Verdict
 
 log = logging.getLogger("harnessd.pipeline")
 
 SMOKE_FAILURES = ("crash", "protocol", "timeout", "oom", "output_limit")
+NO_CHANGE = "no observable change on dev"
+"""The verdict's reason for a candidate stopped by the ``dev_change`` gate."""
+
+
+def _same(parent: TaskResult, mine: TaskResult, noise: float) -> bool:
+    """The same observable behaviour on one task: what it answered, claimed and called."""
+    if (
+        parent.passed != mine.passed
+        or parent.claimed_success != mine.claimed_success
+        or parent.confidence != mine.confidence
+        or parent.error != mine.error
+        or parent.model_calls != mine.model_calls
+        or json.dumps(parent.output, sort_keys=True, default=str)
+        != json.dumps(mine.output, sort_keys=True, default=str)
+    ):
+        return False
+    return abs(mine.tokens - parent.tokens) <= noise * max(parent.tokens, 1)
+
+
+def changed_tasks(parent: EvalReport, candidate: EvalReport, noise: float) -> list[str]:
+    """The dev tasks on which ``candidate`` behaves observably differently from ``parent``
+    (a task only one of them ran counts as different)."""
+    theirs = parent.by_id()
+    return [
+        t.id for t in candidate.tasks if t.id not in theirs or not _same(theirs[t.id], t, noise)
+    ]
 
 
 class Pipeline:
@@ -73,6 +107,7 @@ class Pipeline:
         self.rt = rt
         self.lineage = lineage
         self.activity = activity
+        self.current: int | None = None  # the candidate under evaluation
 
     # ---- baselines -----------------------------------------------------------------------
 
@@ -90,8 +125,7 @@ class Pipeline:
         """The version's full report on ``task_ids`` (default: the whole ``split``) with
         ``model``, computed at most once per set of conditions (``suite_spec``: another suite
         than the policy's, e.g. the security gate's), under ``policy`` (a candidate's
-        snapshot; default: the live policy, read once here); ``fixed``: the version's fixed
-        block (its dev report's; None: found over this run)."""
+        snapshot; default: the live policy, read once here)."""
         chosen = policy or self.rt.policy.get()
         ids = task_ids if task_ids is not None else await self.split_ids(split, suite_spec, chosen)
 
@@ -110,7 +144,9 @@ class Pipeline:
         key, cached = await anyio.to_thread.run_sync(lookup)
         if cached is not None:
             return cached
-        self.activity(f"baseline: {version.name} on {split} with {model}")
+        # Say what runs: during a candidate's evaluation this is its parent's baseline.
+        whose = f"candidate c{self.current}: parent " if self.current is not None else "baseline: "
+        self.activity(f"{whose}{version.name} on {split} with {model}")
         await self.rt.emit(
             "baseline.started", f"measuring {version.name} on the {split} split with {model}"
         )
@@ -161,6 +197,7 @@ class Pipeline:
         """Evaluate a recorded candidate under one policy snapshot; promote it if every gate
         passes."""
         snapshot = self.rt.snapshot()
+        self.current = candidate_id
         cand = await anyio.to_thread.run_sync(self.lineage.candidate, candidate_id)
         parent = await anyio.to_thread.run_sync(self.lineage.get, cand.parent_version_id)
         tree = await anyio.to_thread.run_sync(
@@ -170,28 +207,34 @@ class Pipeline:
             run = CandidateEvaluation(self, candidate_id, parent, tree, cand.patch, snapshot)
             used = PolicyUsed(path=str(snapshot.path), sha256=snapshot.sha256)
             verdict = await run_stages(STAGES, run, snapshot.policy, used)
-            await self._conclude(candidate_id, tree, verdict, run.held)
+            review = snapshot.policy.gates.review.enabled
+            await self._conclude(candidate_id, tree, verdict, run.held, review=review)
             return verdict
         except BaseException as exc:
             # Stopped mid-evaluation (daemon stop, engine gone): say so now rather than
             # leaving it to the next start's reconcile. Nothing is concluded from it.
             with anyio.CancelScope(shield=True):
-                await self._interrupted(candidate_id, interruption(exc))
+                await self._interrupted(candidate_id, interruption(exc), first_outage(exc))
             raise
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(
                     lambda: shutil.rmtree(tree.parent, ignore_errors=True)
                 )
+            self.current = None
             self.activity("")
 
-    async def _interrupted(self, cid: int, reason: str) -> None:
+    async def _interrupted(self, cid: int, reason: str, outage: Unavailable | None) -> None:
         def mark() -> str | None:
             # A held-out test cut short keeps its slot and counts as not promoted, unless
-            # the promotion itself had committed (it does so before the ledger row).
-            alpha_ledger.settle_running(
-                self.rt.store, lambda c: self.lineage.candidate(c).state == "accepted"
-            )
+            # the promotion (or hold for review) had committed (both precede the ledger row), or
+            # an outage cut it: an engine or model gone says nothing about the candidate,
+            # so its test stays running and resumes at its slot when the loop evaluates
+            # the candidate again (DESIGN.md, "Acceptance": an outage is not a loss).
+            if outage is None:
+                alpha_ledger.settle_running(
+                    self.rt.store, lambda c: self.lineage.candidate(c).state
+                )
             cand = self.lineage.candidate(cid)
             if cand.state != "evaluating":
                 return None
@@ -208,34 +251,75 @@ class Pipeline:
                 reason=reason,
             )
 
+    async def promote(
+        self,
+        cid: int,
+        tree: Path,
+        verdict: Verdict,
+        decision: dict[str, object] | None,
+        approval: Review | None = None,
+    ) -> Version:
+        """The one way a candidate becomes live, automatic or approved in review: the
+        lineage checks (parent live, tree = parent + recorded patch) and applies in one
+        transaction, the live harness serves the new version from its next request on, and
+        the alpha ledger records the promotion (``decision``: the held-out test's, for an
+        automatic promotion; an approved test's decision is already recorded)."""
+        version = await anyio.to_thread.run_sync(self.lineage.promote, cid, tree, verdict, approval)
+        if approval is not None:
+            await anyio.to_thread.run_sync(alpha_ledger.decide_review, self.rt.store, cid, True)
+        elif decision is not None:
+            await record_end(self.rt, cid, True, decision)
+        by = Decider.GATES if approval is None else Decider.PERSON
+        who = "" if approval is None else f"; approved by {approval.reviewer}"
+        await self.rt.emit(
+            "version.promoted",
+            f"candidate c{cid} accepted: {version.name} is live ({verdict.reason}{who})",
+            candidate=cid,
+            version=version.name,
+            gates=verdict.deciding(),
+            decided_by=by.value,
+        )
+        return version
+
+    async def _hold(self, cid: int, verdict: Verdict, decision: dict[str, object] | None) -> None:
+        """[gates.review] is on: the candidate passed every gate and waits for a person."""
+        await anyio.to_thread.run_sync(self.lineage.hold_for_review, cid, verdict)
+        if decision is not None:
+            await anyio.to_thread.run_sync(alpha_ledger.hold, self.rt.store, cid, decision)
+        await self.rt.emit(
+            "candidate.awaiting_review",
+            f"candidate c{cid} passed every gate and awaits review: 'harnessctl review', then "
+            f"'harnessctl approve c{cid}' or 'harnessctl reject c{cid} --reason ...'",
+            candidate=cid,
+            gates=verdict.deciding(),
+        )
+
     async def _conclude(
-        self, cid: int, tree: Path, verdict: Verdict, held: HeldoutRun | None
+        self,
+        cid: int,
+        tree: Path,
+        verdict: Verdict,
+        held: HeldoutRun | None,
+        *,
+        review: bool = False,
     ) -> None:
         decision = None if held is None else held.decision.to_dict()
         if verdict.decision == "accept":
             try:
-                version = await anyio.to_thread.run_sync(self.lineage.promote, cid, tree, verdict)
+                if review:
+                    return await self._hold(cid, verdict, decision)
+                await self.promote(cid, tree, verdict, decision)
             except LineageError as exc:
                 # E.g. a rollback made another version live while this one was evaluated.
                 verdict = Verdict.of(
                     "done", verdict.gates, reason=f"not promoted: {exc}", policy=verdict.policy
                 )
                 return await self._conclude(cid, tree, verdict, held)
-            if decision is not None:
-                await record_end(self.rt, cid, True, decision)
-            await self.rt.emit(
-                "version.promoted",
-                f"candidate c{cid} accepted: {version.name} is live ({verdict.reason})",
-                candidate=cid,
-                version=version.name,
-                gates=verdict.deciding(),
-            )
             return
         await anyio.to_thread.run_sync(
             lambda: self.lineage.set_candidate(cid, "rejected", verdict.stage, verdict)
         )
-        if decision is not None:
-            await record_end(self.rt, cid, False, decision)
+        await record_end(self.rt, cid, False, decision)
         await self.rt.emit(
             "candidate.rejected",
             f"candidate c{cid} rejected at {verdict.stage}: {verdict.reason}",
@@ -263,6 +347,7 @@ class CandidateEvaluation:
     # what every later run of each is judged with.
     fixed: frozenset[str] = frozenset()
     parent_fixed: frozenset[str] = frozenset()
+    dev: tuple[EvalReport, EvalReport] | None = None  # (parent, candidate) on dev
 
     def __post_init__(self) -> None:
         self.subject = Subject(self.tree, f"c{self.cid}", candidate_id=self.cid, version_id=None)
@@ -331,7 +416,34 @@ class CandidateEvaluation:
             test="point estimate on the dev split",
             note=f"dev accuracy {dev.accuracy:.1%} vs parent {parent_dev.accuracy:.1%}",
         )
+        self.dev = (parent_dev, dev)
         return StageResult([screen])
+
+    async def dev_change(self) -> StageResult:
+        """Whether the candidate did anything differently from its parent on dev: a no-op
+        (the same outputs, claims, errors and model calls on every dev task, tokens within
+        noise) takes no held-out slot, so it spends none of the lineage's alpha."""
+        cfg = self.policy.pipeline
+        parent_dev, dev = self.dev or (None, None)
+        if parent_dev is None or dev is None:
+            return StageResult()
+        changed = changed_tasks(parent_dev, dev, cfg.dev_token_noise)
+        gate = GateResult(
+            gate=Gate.DEV_CHANGE,
+            enabled=cfg.require_dev_change,
+            passed=bool(changed) or not cfg.require_dev_change,
+            measured=float(len(changed)),
+            threshold=1.0,
+            test="dev tasks on which the candidate behaves differently from its parent",
+            note=(
+                f"different on {len(changed)} of {len(dev.tasks)} dev tasks"
+                + (f" ({', '.join(changed[:5])})" if changed else "")
+                + ("" if cfg.require_dev_change else "; [pipeline] require_dev_change = false")
+            ),
+        )
+        if gate.failed:
+            return StageResult([gate], refusal=NO_CHANGE)
+        return StageResult([gate])
 
     async def heldout_test(self) -> StageResult:
         """The sequential test on the candidate's held-out block, at its share of alpha."""
@@ -342,23 +454,78 @@ class CandidateEvaluation:
             return StageResult(refusal=slot)
         await self._announce(slot)
 
-        async def base(ids: list[str], model: str) -> EvalReport:
-            return await self.pipeline.baseline(
-                self.parent, "heldout", model, ids, policy=self.policy, fixed=self.parent_fixed
-            )
-
-        self.held = await run_heldout(
-            self.rt, self.subject, slot, base, self.primary, self.policy, self.fixed
+        sides = await self._sides(slot)
+        self.pipeline.activity(
+            f"candidate c{self.cid}: held-out test (epoch {slot.test.epoch} candidate "
+            f"{slot.test.position}, alpha {slot.test.alpha:.3g}), {self.parent.name} beside it "
+            f"on the same tasks ({len(sides.parent_known)} of {len(slot.block)} known)"
         )
+        self.held = await run_heldout(slot, sides, self.policy)
         gates = acceptance_gates(self.held.decision, slot.settings.alpha, self.policy.gates)
         return StageResult(gates)
+
+    async def _sides(self, slot: HeldoutSlot) -> Sides:
+        """The parent's cached results on the block, the candidate's from an earlier attempt
+        of this test, and how to run either on more of it."""
+        rt, policy, model, parent = self.rt, self.policy, self.primary, self.parent
+
+        def keys() -> tuple[str, str, dict[str, TaskResult], list[EvalReport]]:
+            conditions = run_conditions(
+                policy=policy,
+                image=rt.image,
+                suite=rt.suite(policy=policy),
+                task_ids=slot.block,
+                model=model,
+                tree_hash=parent.tree_hash,
+            ) | {"split": "heldout"}
+            mine = conditions_key(conditions | {"tree": f"candidate {self.cid}"})
+            theirs = conditions_key(conditions)
+            return (
+                theirs,
+                mine,
+                results.parent_tasks(rt.store, parent.id, theirs),
+                results.candidate_runs(rt.store, self.cid, mine),
+            )
+
+        theirs, mine, known, earlier = await anyio.to_thread.run_sync(keys)
+        parent_subject = Subject(
+            self.pipeline.lineage.path(parent),
+            parent.name,
+            version_id=parent.id,
+            version=parent.name,
+        )
+
+        def side(subject: Subject, key: str, fixed: frozenset[str]) -> RunSide:
+            async def run(ids: list[str], stop: StopWhen, order: TaskOrder) -> EvalReport:
+                return await evaluate(
+                    rt,
+                    subject,
+                    split="heldout",
+                    task_ids=ids,
+                    model=model,
+                    stop_when=stop,
+                    conditions=key,
+                    policy=policy,
+                    order=order,
+                    fixed=fixed,
+                )
+
+            return run
+
+        return Sides(
+            parent_known=known,
+            candidate_earlier=earlier,
+            run_parent=side(parent_subject, theirs, self.parent_fixed),
+            run_candidate=side(self.subject, mine, self.fixed),
+            capacity=rt.executor.capacity(policy.sandbox.concurrency),
+        )
 
     async def point_gates(self) -> StageResult:
         """The gates measured on the same held-out run: token cap, dead code, provenance."""
         held, cfg = self._held(), self.policy.gates
         sources = await anyio.to_thread.run_sync(read_sources, self.tree)
         dead = dead_added(self.patch, sources, held.report.coverage.executed)
-        mine, theirs = held.report.by_id(), held.parent.by_id()
+        mine, theirs = held.report.by_id(), held.parent
         return StageResult(
             [
                 tokens_gate(
@@ -426,12 +593,7 @@ class CandidateEvaluation:
             await self.pipeline.stage(self.cid, "panel")
             for model in others:
                 parent_m = await self.pipeline.baseline(
-                    self.parent,
-                    "heldout",
-                    model,
-                    held.slot.block,
-                    policy=policy,
-                    fixed=self.parent_fixed,
+                    self.parent, "heldout", model, held.fed, policy=policy, fixed=self.parent_fixed
                 )
                 cand_m = await evaluate(
                     self.rt,
@@ -450,9 +612,10 @@ class CandidateEvaluation:
     async def _announce(self, slot: HeldoutSlot) -> None:
         t = slot.test
         block = "reused block" if t.reused_block else "fresh block"
+        again = " resumed after an outage (its slot kept)" if slot.resumed else ""
         await self.rt.emit(
-            "heldout.started",
-            f"candidate c{self.cid}: held-out test, epoch {t.epoch} candidate {t.position}, "
+            "heldout.resumed" if slot.resumed else "heldout.started",
+            f"candidate c{self.cid}: held-out test{again}, epoch {t.epoch} candidate {t.position}, "
             f"alpha {t.alpha:.3g} of the lineage's {slot.settings.alpha:g}, {block} "
             f"{t.block_index} ({len(slot.block)} tasks)",
             candidate=self.cid,
@@ -477,6 +640,9 @@ STAGES: tuple[PipelineStage[CandidateEvaluation], ...] = (
     PipelineStage("smoke", "smoke", _none, CandidateEvaluation.smoke),
     PipelineStage(
         "dev screen", "dev", lambda p: (Gate.DEV_SCREEN,), CandidateEvaluation.dev_screen
+    ),
+    PipelineStage(
+        "dev change", "dev", lambda p: (Gate.DEV_CHANGE,), CandidateEvaluation.dev_change
     ),
     PipelineStage(
         "held-out test",

@@ -151,7 +151,24 @@ def row_json(r: PowerRow) -> dict[str, object]:
     }
 
 
+def review_line(policy: Policy) -> str:
+    """``policy check``'s line on the review step: what happens to a passing candidate."""
+    if policy.gates.review.enabled:
+        return (
+            "review: on ([gates.review]): a candidate that passes every gate awaits review; "
+            "'harnessctl approve cN' promotes it, 'harnessctl reject cN --reason TEXT' does "
+            "not, and the loop waits meanwhile"
+        )
+    return "review: off ([gates.review]): a candidate that passes every gate is promoted at once"
+
+
 def power_table(policy: Policy) -> dict[str, object]:
-    """``policy check``'s power table for the control API: rows as data and as text."""
+    """``policy check``'s power table for the control API: rows as data and as text, and
+    the review step's line."""
     rows = power_rows(policy, policy.suite.heldout_size)
-    return {"power": [row_json(r) for r in rows], "power_text": power_lines(rows)}
+    return {
+        "power": [row_json(r) for r in rows],
+        "power_text": power_lines(rows),
+        "review": policy.gates.review.enabled,
+        "review_text": review_line(policy),
+    }

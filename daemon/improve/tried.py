@@ -72,7 +72,12 @@ class TriedPrograms:
         if version is not None:
             return f"the same program as {version.name}; not evaluated again"
         for cid in self._candidates_of.get(fp, []):
-            if self._lineage.candidate(cid).state in ("rejected", "proposed", "evaluating"):
+            if self._lineage.candidate(cid).state in (
+                "rejected",
+                "proposed",
+                "evaluating",
+                "awaiting_review",
+            ):
                 return f"duplicate of c{cid}; not evaluated again"
         return None
 

@@ -1,8 +1,10 @@
 """lineage: every candidate with its verdict, and the accepted versions it produced.
 
 Owns: the ``versions`` and ``pointer`` tables (``versions``), the ``candidates`` table
-(``candidates``), the version trees and ``current`` symlink on disk (``fs``), the git
-history (``git``), crash repair (``reconcile``) and the :class:`Lineage` facade.
+(``candidates``, with each candidate's review when ``[gates.review]`` held it for a person:
+``awaiting_review``, then approved or rejected, by whom and why), the version trees and
+``current`` symlink on disk (``fs``), the git history (``git``), crash repair
+(``reconcile``) and the :class:`Lineage` facade.
 
 May import: patches (tree reading and diffs), store, verdict, errors. Nothing above.
 """
@@ -11,8 +13,10 @@ from daemon.lineage.lineage import Lineage
 from daemon.lineage.records import (
     Candidate,
     CandidateSource,
+    Decider,
     NewCandidate,
     PointerChange,
+    Review,
     TreeEntry,
     Version,
 )
@@ -20,9 +24,11 @@ from daemon.lineage.records import (
 __all__ = [
     "Candidate",
     "CandidateSource",
+    "Decider",
     "Lineage",
     "NewCandidate",
     "PointerChange",
+    "Review",
     "TreeEntry",
     "Version",
 ]

@@ -4,6 +4,12 @@ state, stage and verdict.
 States: ``proposed`` -> ``evaluating`` -> ``rejected`` or (through a promotion only)
 ``accepted``; ``interrupted`` when harnessd stopped mid-evaluation (it may be evaluated
 again). ``accepted`` and ``rejected`` are final.
+
+With the review step on (``[gates.review]``), a candidate that passed every gate goes from
+``evaluating`` to ``awaiting_review`` (:func:`hold_for_review`), and only a person's decision
+moves it on: an approval is a promotion (:func:`mark_accepted` with the approval, in the
+promotion's transaction), a rejection is :func:`reject_reviewed`. Neither an evaluation nor
+a restart's repair touches an awaiting candidate.
 """
 
 from __future__ import annotations
@@ -12,14 +18,17 @@ import sqlite3
 import time
 from typing import Any
 
-from daemon.errors import LineageError, UnknownRef
+from daemon.errors import LineageError, NotAwaitingReview, UnknownRef
 from daemon.lineage.records import (
+    AWAITING_REVIEW,
     CANDIDATE_STATES,
     FINAL_STATES,
+    REVIEW_STAGE,
     Candidate,
     CandidateSource,
     CandidateState,
     NewCandidate,
+    Review,
 )
 from daemon.store import Store
 from daemon.verdict import Verdict
@@ -30,6 +39,8 @@ def _check_state(state: str) -> None:
         raise LineageError(f"unknown candidate state '{state}' (one of {CANDIDATE_STATES})")
     if state == "accepted":
         raise LineageError("a candidate becomes accepted only through promote()")
+    if state == AWAITING_REVIEW:
+        raise LineageError("a candidate awaits review only through hold_for_review()")
 
 
 def _verdict_json(verdict: Verdict | None) -> str | None:
@@ -104,6 +115,11 @@ def update_candidate(
             raise LineageError(f"no candidate {candidate_id} in the lineage")
         if row["state"] in FINAL_STATES:
             raise LineageError(f"candidate {candidate_id} is already {row['state']}")
+        if row["state"] == AWAITING_REVIEW:
+            raise NotAwaitingReview(
+                f"candidate c{candidate_id} awaits review: only 'harnessctl approve "
+                f"c{candidate_id}' or 'harnessctl reject c{candidate_id} --reason ...' decide it"
+            )
         conn.execute(
             "UPDATE candidates SET state = ?, stage = ?, updated = ?, "
             "verdict = COALESCE(?, verdict) WHERE id = ?",
@@ -148,14 +164,93 @@ def counts_by_parent(store: Store) -> dict[int, dict[str, int]]:
 
 
 def mark_accepted(
-    conn: sqlite3.Connection, candidate_id: int, verdict: Verdict, now: float
+    conn: sqlite3.Connection,
+    candidate_id: int,
+    verdict: Verdict,
+    now: float,
+    approval: Review | None = None,
 ) -> None:
-    """The candidate's final state on promotion; joins the promotion's transaction."""
+    """The candidate's final state on promotion; joins the promotion's transaction. A
+    candidate awaiting review is promoted only with a person's ``approval``, and one that
+    does not await review never with one."""
+    row = conn.execute("SELECT state FROM candidates WHERE id = ?", (candidate_id,)).fetchone()
+    awaiting = row is not None and row["state"] == AWAITING_REVIEW
+    if awaiting and approval is None:
+        raise NotAwaitingReview(
+            f"candidate c{candidate_id} awaits review: 'harnessctl approve c{candidate_id}' "
+            "promotes it"
+        )
+    if approval is not None and not awaiting:
+        state = row["state"] if row is not None else "missing"
+        raise NotAwaitingReview(f"candidate c{candidate_id} does not await review (it is {state})")
     conn.execute(
         "UPDATE candidates SET state = 'accepted', stage = 'promoted', updated = ?, "
         "verdict = ? WHERE id = ?",
         (now, _verdict_json(verdict), candidate_id),
     )
+    if approval is not None:
+        _record_decision(conn, candidate_id, approval, now)
+
+
+def _record_decision(
+    conn: sqlite3.Connection, candidate_id: int, review: Review, now: float
+) -> None:
+    if not (review.reviewer or "").strip():
+        raise LineageError("a review decision needs the reviewer's name")
+    conn.execute(
+        "UPDATE candidates SET review_decided = ?, reviewer = ?, review_reason = ? WHERE id = ?",
+        (review.decided or now, review.reviewer, review.reason, candidate_id),
+    )
+
+
+def _awaiting(conn: sqlite3.Connection, candidate_id: int) -> None:
+    row = conn.execute("SELECT state FROM candidates WHERE id = ?", (candidate_id,)).fetchone()
+    if row is None:
+        raise UnknownRef(f"no candidate c{candidate_id} in the lineage ('harnessctl lineage')")
+    if row["state"] != AWAITING_REVIEW:
+        raise NotAwaitingReview(
+            f"candidate c{candidate_id} does not await review (it is {row['state']}); "
+            "'harnessctl review' lists those that do"
+        )
+
+
+def hold_for_review(store: Store, candidate_id: int, verdict: Verdict) -> None:
+    """``evaluating`` -> ``awaiting_review``, with the gates' (accepting) verdict."""
+    if verdict.decision != "accept":
+        raise LineageError(
+            f"candidate c{candidate_id}: only a candidate that passed every gate awaits review"
+        )
+    now = time.time()
+    with store.tx() as conn:
+        row = conn.execute("SELECT state FROM candidates WHERE id = ?", (candidate_id,)).fetchone()
+        if row is None:
+            raise LineageError(f"no candidate {candidate_id} in the lineage")
+        if row["state"] != "evaluating":
+            raise LineageError(
+                f"candidate c{candidate_id} is {row['state']}; only one being evaluated can "
+                "be held for review"
+            )
+        conn.execute(
+            "UPDATE candidates SET state = ?, stage = ?, updated = ?, verdict = ?, "
+            "review_held = ? WHERE id = ?",
+            (AWAITING_REVIEW, REVIEW_STAGE, now, _verdict_json(verdict), now, candidate_id),
+        )
+
+
+def reject_reviewed(store: Store, candidate_id: int, review: Review) -> None:
+    """``awaiting_review`` -> ``rejected`` by a person; the gates' verdict stays as it was."""
+    if not review.reason.strip():
+        raise LineageError(
+            f"rejecting c{candidate_id} needs a reason (--reason TEXT): it goes into the lineage"
+        )
+    now = time.time()
+    with store.tx() as conn:
+        _awaiting(conn, candidate_id)
+        conn.execute(
+            "UPDATE candidates SET state = 'rejected', stage = ?, updated = ? WHERE id = ?",
+            (REVIEW_STAGE, now, candidate_id),
+        )
+        _record_decision(conn, candidate_id, review, now)
 
 
 def interrupt_evaluating(store: Store) -> list[int]:

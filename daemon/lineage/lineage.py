@@ -24,25 +24,29 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from daemon.errors import LineageError, UnknownRef
+from daemon.errors import LineageError, NotAwaitingReview, StaleParent, UnknownRef
 from daemon.lineage import candidates, versions
 from daemon.lineage.candidates import (
     counts_by_parent,
+    hold_for_review,
     insert_candidate,
     list_candidates,
     load_candidate,
+    reject_reviewed,
     update_candidate,
 )
 from daemon.lineage.fs import Step, remove_tree, write_version_dir
 from daemon.lineage.git import VERSION_TRAILER, GitHistory
 from daemon.lineage.reconcile import LineagePaths, Reconciler
 from daemon.lineage.records import (
+    AWAITING_REVIEW,
     FINAL_STATES,
     ROLLBACK,
     Candidate,
     CandidateState,
     NewCandidate,
     PointerChange,
+    Review,
     TreeEntry,
     Version,
     build_tree,
@@ -220,6 +224,53 @@ class Lineage:
         """Move a candidate along the pipeline; accepted and rejected are final."""
         update_candidate(self.store, candidate_id, state, stage, verdict)
 
+    # ---- review ([gates.review]) -----------------------------------------------------------
+
+    def stale_parent(self, candidate: Candidate) -> StaleParent | None:
+        """Why ``candidate`` cannot be promoted onto the live version (its parent is not
+        live), or None. The message names both versions and what to do."""
+        live = self.current()
+        if candidate.parent_version_id == live.id:
+            return None
+        parent = self.get(candidate.parent_version_id).name
+        cid = candidate.id
+        if candidate.state == AWAITING_REVIEW:
+            message = (
+                f"candidate c{cid} was tested against {parent}, but {live.name} is live now: "
+                f"its held-out evidence is about {parent}, not {live.name}, so it is not "
+                f"promoted onto {live.name}. Reject it ('harnessctl reject c{cid} --reason "
+                f"...'), or make {parent} live again ('harnessctl rollback {parent}') and "
+                "approve it then"
+            )
+        else:
+            message = (
+                f"candidate {cid} was made from version {candidate.parent_version_id} but "
+                f"{live.name} is live now; evaluate it again against {live.name}"
+            )
+        return StaleParent(message, candidate_id=cid, parent=parent, live=live.name)
+
+    def hold_for_review(self, candidate_id: int, verdict: Verdict) -> None:
+        """A candidate that passed every gate waits for a person (``awaiting_review``).
+        Refused (:class:`StaleParent`) if its parent is no longer live, as a promotion is."""
+        with self._mutating():
+            stale = self.stale_parent(self.candidate(candidate_id))
+            if stale is not None:
+                raise stale
+            hold_for_review(self.store, candidate_id, verdict)
+
+    def reject_reviewed(self, candidate_id: int, reviewer: str, reason: str) -> Candidate:
+        """A person rejects a candidate awaiting review (its gates' verdict is kept)."""
+        with self._mutating():
+            held = self.candidate(candidate_id).review
+            review = Review(
+                held=held.held if held else time.time(),
+                decided=time.time(),
+                reviewer=reviewer.strip(),
+                reason=reason.strip(),
+            )
+            reject_reviewed(self.store, candidate_id, review)
+            return self.candidate(candidate_id)
+
     # ---- pointer changes -----------------------------------------------------------------
 
     def _materialise(self, source: Path, name: str) -> str:
@@ -274,30 +325,40 @@ class Lineage:
             self._finish()
             return self.current()
 
-    def promote(self, candidate_id: int, tree: Path, verdict: Verdict) -> Version:
+    def promote(
+        self, candidate_id: int, tree: Path, verdict: Verdict, approval: Review | None = None
+    ) -> Version:
         """Make the candidate's tree the next version and the live one.
 
         The candidate's parent must still be current (else the verdict compared against a
-        version that is no longer live), and ``tree`` must be that parent plus the recorded
-        patch, so the lineage's patches always explain its versions. If this raises after
-        the SQLite commit, the promotion stands and :meth:`reconcile` finishes it.
+        version that is no longer live: :class:`StaleParent`), and ``tree`` must be that
+        parent plus the recorded patch, so the lineage's patches always explain its
+        versions. A candidate awaiting review needs a person's ``approval`` (recorded in the
+        same transaction). If this raises after the SQLite commit, the promotion stands and
+        :meth:`reconcile` finishes it.
         """
         with self._mutating():
             candidate = self.candidate(candidate_id)
             if candidate.state in FINAL_STATES:
                 raise LineageError(f"candidate {candidate_id} is already {candidate.state}")
-            parent = self.current()
-            if candidate.parent_version_id != parent.id:
-                raise LineageError(
-                    f"candidate {candidate_id} was made from version {candidate.parent_version_id}"
-                    f" but {parent.name} is live now; evaluate it again against {parent.name}"
+            if (candidate.state == AWAITING_REVIEW) != (approval is not None):
+                raise NotAwaitingReview(
+                    f"candidate c{candidate_id} awaits review: only 'harnessctl approve "
+                    f"c{candidate_id}' promotes it"
+                    if approval is None
+                    else f"candidate c{candidate_id} does not await review "
+                    f"(it is {candidate.state})"
                 )
+            stale = self.stale_parent(candidate)
+            if stale is not None:
+                raise stale
+            parent = self.current()
             self._check_tree(candidate, parent, tree)
             new_id = versions.next_id(self.store)
             name = version_name(new_id)
             self.checkpoint("promote:start")
             digest = self._materialise(tree, name)
-            message = promotion_message(name, candidate, parent.name, verdict)
+            message = promotion_message(name, candidate, parent.name, verdict, approval)
             now = time.time()
             with self._unrecorded_on_failure(name), self.store.tx() as conn:
                 versions.insert_version(
@@ -317,7 +378,7 @@ class Lineage:
                     reason=f"promote: candidate {candidate_id}",
                     candidate_id=candidate_id,
                 )
-                candidates.mark_accepted(conn, candidate_id, verdict, now)
+                candidates.mark_accepted(conn, candidate_id, verdict, now, approval)
             self.checkpoint("db:committed")
             self._finish()
             version = self._version(new_id)

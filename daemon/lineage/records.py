@@ -14,16 +14,44 @@ from typing import Literal
 from daemon.lineage.git import POINTER_TRAILER, VERSION_TRAILER
 from daemon.verdict import Verdict
 
-CandidateState = Literal["proposed", "evaluating", "accepted", "rejected", "interrupted"]
+CandidateState = Literal[
+    "proposed", "evaluating", "awaiting_review", "accepted", "rejected", "interrupted"
+]
 CANDIDATE_STATES: tuple[CandidateState, ...] = (
     "proposed",
     "evaluating",
+    "awaiting_review",
     "accepted",
     "rejected",
     "interrupted",
 )
 FINAL_STATES = ("accepted", "rejected")
+# The state of a candidate that passed every gate under a policy with [gates.review] on: it
+# waits for a person (``harnessctl approve`` / ``reject``); only those two leave it.
+AWAITING_REVIEW: CandidateState = "awaiting_review"
+# The stage a candidate is at while it awaits review, and after a person rejected it.
+REVIEW_STAGE = "review"
 ROLLBACK = "rollback"
+
+
+class Decider(StrEnum):
+    """Who decided a candidate's fate: the gates alone, or a person in review."""
+
+    GATES = "gates"
+    PERSON = "person"
+
+
+@dataclass(frozen=True)
+class Review:
+    """A candidate's review: held when it passed every gate, decided by a person.
+
+    ``decided`` is None while it awaits review; then ``reviewer`` names the person (as
+    harnessctl reported them) and ``reason`` says why (required for a rejection)."""
+
+    held: float
+    decided: float | None = None
+    reviewer: str | None = None
+    reason: str = ""
 
 
 class CandidateSource(StrEnum):
@@ -99,13 +127,42 @@ class Candidate:
     raw: str
     state: CandidateState
     stage: str
-    verdict: Verdict | None
+    verdict: Verdict | None  # the gates' verdict (an approval or rejection does not edit it)
     # The tree parent: the earlier candidate this one was built on (None: built on the
     # version ``parent_version_id``, which is what its held-out test compares against).
     base_candidate_id: int | None = None
+    review: Review | None = None  # None: never held for review
+
+    @property
+    def decided_by(self) -> Decider | None:
+        """Who decided: None while undecided (proposed, evaluating, awaiting review,
+        interrupted); a person if a review was decided; else the gates."""
+        if self.state not in FINAL_STATES:
+            return None
+        if self.review is not None and self.review.decided is not None:
+            return Decider.PERSON
+        return Decider.GATES
+
+    @property
+    def decision_reason(self) -> str:
+        """Why it ended as it did: the reviewer's reason, or the gates' verdict's."""
+        if self.decided_by is Decider.PERSON and self.review is not None:
+            return self.review.reason
+        return self.verdict.reason if self.verdict else ""
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Candidate:
+        held = row["review_held"]
+        review = (
+            None
+            if held is None
+            else Review(
+                held=float(held),
+                decided=row["review_decided"],
+                reviewer=row["reviewer"],
+                reason=row["review_reason"] or "",
+            )
+        )
         return cls(
             id=row["id"],
             parent_version_id=row["parent_version_id"],
@@ -120,6 +177,7 @@ class Candidate:
             stage=row["stage"],
             verdict=Verdict.model_validate_json(row["verdict"]) if row["verdict"] else None,
             base_candidate_id=row["base_candidate_id"],
+            review=review,
         )
 
 
@@ -178,13 +236,22 @@ def build_tree(
     return entries
 
 
-def promotion_message(name: str, candidate: Candidate, parent_name: str, verdict: Verdict) -> str:
+def promotion_message(
+    name: str,
+    candidate: Candidate,
+    parent_name: str,
+    verdict: Verdict,
+    approval: Review | None = None,
+) -> str:
     lines = [f"{name}: promote candidate {candidate.id} onto {parent_name}", ""]
     rationale = candidate.rationale.strip().splitlines()
     if rationale:
         lines += [f"Rationale: {rationale[0]}", *rationale[1:], ""]
     lines.append("Verdict: accepted")
     lines.extend(verdict.lines())
+    if approval is not None:
+        reason = f": {approval.reason}" if approval.reason else ""
+        lines += ["", f"Approved in review by {approval.reviewer}{reason}"]
     return "\n".join(lines).strip()
 
 

@@ -1,14 +1,18 @@
 """The live harness: serve requests with the current version, swapping without dropping any.
 
-Each request reads the ``current`` pointer once, at its start, from SQLite (where a
-promotion or rollback commits atomically), and runs on that version's immutable directory
-to the end. New requests after a switch go to the new version; requests in flight finish
-on the one they started on. Every request is recorded with the version that served it.
+Three doors lead here: ``harnessctl ask`` (a question), ``harnessctl run`` (a suite's
+task) and the OpenAI-compatible endpoint (:mod:`daemon.endpoint`: a conversation with
+tools, :meth:`LiveHarness.chat`). Each request reads the ``current`` pointer once, at its
+start, from SQLite (where a promotion or rollback commits atomically), and runs on that
+version's immutable directory to the end. New requests after a switch go to the new
+version; requests in flight finish on the one they started on. Every request is recorded
+with the version that served it.
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -19,9 +23,19 @@ from daemon.evaluation.health import ENGINE
 from daemon.evaluation.runtime import Runtime
 from daemon.lineage import Lineage, Version
 from daemon.live import requests
-from daemon.providers.base import Message
+from daemon.providers.base import ChatResponse, Message
 from daemon.suites.base import Suite
 from daemon.tasks import Task
+
+
+@dataclass(frozen=True)
+class Served:
+    """One request's answer: the row recorded for it (``answer``: what ``ask`` returns), the
+    harness's whole output (the row keeps a preview) and the model's last reply, if any."""
+
+    answer: dict[str, Any]
+    output: Any
+    last_reply: ChatResponse | None
 
 
 class LiveHarness:
@@ -44,6 +58,11 @@ class LiveHarness:
         requests.finish(self.rt.store, request_id, state, answer)
 
     async def serve(self, kind: str, task: Task, suite: Suite | None) -> dict[str, Any]:
+        return (await self.serve_task(kind, task, suite)).answer
+
+    async def serve_task(self, kind: str, task: Task, suite: Suite | None) -> Served:
+        """Serve ``task`` on the version live now; cancelling the caller (a client that went
+        away) cancels the run, its model calls charged what the provider counted."""
         if not self.accepting:
             raise NotAccepting("harnessd is stopping; not taking requests")
         model = self.rt.policy.get().models.primary
@@ -67,17 +86,24 @@ class LiveHarness:
             if self.in_flight == 0:
                 self._idle.set()
 
-    async def _serve(
-        self, kind: str, task: Task, suite: Suite | None, model: str
-    ) -> dict[str, Any]:
+    async def _serve(self, kind: str, task: Task, suite: Suite | None, model: str) -> Served:
+        # The version is read once, here: the whole run uses its tree, whatever is promoted
+        # meanwhile.
         request_id, version = await anyio.to_thread.run_sync(self._start, kind, task)
         subject = Subject(
             self.lineage.path(version), "live", version_id=version.id, version=version.name
         )
+        exchanges: list[tuple[Any, ChatResponse]] = []
         try:
             async with self._limiter:
-                result, _ = await run_one(
-                    self.rt, subject, suite, task, model, f"live-{request_id}"
+                result, run = await run_one(
+                    self.rt,
+                    subject,
+                    suite,
+                    task,
+                    model,
+                    f"live-{request_id}",
+                    exchanges=exchanges,
                 )
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -94,10 +120,13 @@ class LiveHarness:
             "detail": result.detail,
             "tokens": result.tokens,
             "wall_s": result.wall_s,
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
         }
         await anyio.to_thread.run_sync(self._finish, request_id, "done", answer)
         self.served += 1
-        return answer
+        output = run.submission.output if run.submission is not None else None
+        return Served(answer, output, exchanges[-1][1] if exchanges else None)
 
     async def ask(self, text: str) -> dict[str, Any]:
         task = Task(
@@ -116,6 +145,11 @@ class LiveHarness:
         suite = self.rt.suite(spec)  # ConfigError for a bad suite spec
         task = suite.task(task_id)  # UnknownTask
         return await self.serve("run", task, suite)
+
+    async def chat(self, task: Task) -> Served:
+        """A conversation from the OpenAI-compatible endpoint (a ``function_call`` or
+        ``answer`` task), recorded as kind ``chat``."""
+        return await self.serve_task("chat", task, None)
 
     async def drain(self, grace_s: float, cancel_s: float = 10.0) -> int:
         """Stop taking requests and give those in flight ``grace_s`` to finish; cancel the

@@ -12,9 +12,9 @@ with ``aclose()``.
 
 Owns: the provider-neutral chat contract (``base``: messages, requests, replies, usage),
 the Anthropic Messages (``anthropic_messages``), OpenAI-compatible (``openai_chat``),
-embedded llama.cpp (``local_llama``, its reply grammars in ``local_grammar``) and scripted
-(``scripted``) providers, and the mapping of HTTP failures to provider errors
-(``http_errors``).
+embedded llama.cpp (``local_llama``; its reply grammars, and the sampler that checks each
+token against them, in ``local_grammar``) and scripted (``scripted``) providers, and the
+mapping of HTTP failures to provider errors (``http_errors``).
 
 May import: config (settings, retry policy, secrets and their redaction, pinned assets for
 the embedded model) and errors. Never gateway or anything above: budgets and metering wrap

@@ -13,7 +13,7 @@ import datetime as dt
 import html
 from collections.abc import Iterable
 
-from daemon.lineage.records import Candidate, TreeEntry
+from daemon.lineage.records import AWAITING_REVIEW, Candidate, Decider, TreeEntry
 from daemon.report.data import ReportData
 from daemon.report.figures import Point
 from daemon.verdict import Verdict
@@ -64,15 +64,33 @@ def _verdict_line(verdict: Verdict | None) -> str:
     return "no verdict yet" if verdict is None else verdict.line()
 
 
+def decided(c: Candidate) -> str:
+    """Who decided the candidate, and why, in words: the gates, or a person in review."""
+    if c.state == AWAITING_REVIEW:
+        return "passed every gate; awaiting review"
+    if c.decided_by is Decider.PERSON and c.review is not None:
+        verb = "approved" if c.state == "accepted" else "rejected"
+        why = f": {c.review.reason}" if c.review.reason else ""
+        return f"{verb} in review by {c.review.reviewer}{why}"
+    if c.decided_by is Decider.GATES:
+        return "decided by the gates"
+    return "not decided yet"
+
+
 def _candidate_item(data: ReportData, c: Candidate) -> str:
     became = data.promoted_to(c.id)
     arrow = f' &rarr; <a href="#{became.name}">{became.name}</a>' if became else ""
     failed = ", ".join(c.verdict.failed) if c.verdict else ""
     gate = f" &mdash; rejected by <b>{esc(failed)}</b>" if failed else ""
     base = f" built on c{c.base_candidate_id}" if c.base_candidate_id is not None else ""
+    person = ""
+    if c.decided_by is Decider.PERSON or c.state == AWAITING_REVIEW:
+        person = f" &mdash; <span class='review'>{esc(decided(c))}</span>"
     return (
-        f'<li class="cand {_state_class(c.state)}" data-candidate="c{c.id}">'
-        f'<a href="#c{c.id}">c{c.id}</a>{base}: {esc(c.state)} at {esc(c.stage)}{gate}{arrow}'
+        f'<li class="cand {_state_class(c.state)}" data-candidate="c{c.id}" '
+        f'data-decided-by="{esc(c.decided_by.value if c.decided_by else "")}">'
+        f'<a href="#c{c.id}">c{c.id}</a>{base}: {esc(c.state)} at {esc(c.stage)}{gate}{person}'
+        f"{arrow}"
     )
 
 
@@ -177,6 +195,9 @@ def candidate_details(data: ReportData) -> str:
             f"<p>parent {esc(parent.name if parent else c.parent_version_id)}{built}, "
             f"source {esc(c.source)}, proposer {esc(c.proposer_model or '-')}, "
             f"{when(c.created)}: {esc(_verdict_line(c.verdict))}</p>",
+            f"<p class='decided'>{esc(decided(c))}"
+            + (f", {when(c.review.decided)}" if c.review and c.review.decided else "")
+            + "</p>",
             f"<h4>Rationale</h4><pre class='rationale'>{esc(_clip(c.rationale))}</pre>",
         ]
         if c.verdict is not None:

@@ -1,19 +1,29 @@
 #!/usr/bin/env python3
 """The embedded model's cost per request kind: tool calls (grammar-constrained) and JSON-schema
-replies against plain chat of the same prompt, and what prompt-prefix reuse is worth.
+replies against plain chat of the same prompt, and what reading the prompt costs.
 
 For each of K real BFCL simple tasks, the same prompt text (the task's question with its
 tool descriptions, as the local provider renders it) is sent as:
 
 * ``plain``: plain chat, no grammar;
-* ``tools``: the task's tool-call request (llama.cpp grammar for the calls);
-* ``schema``: plain chat with a ``response_schema`` (grammar for one JSON object);
-* ``plain, prefix hit``: the plain request again, straight after itself, so llama.cpp keeps
-  the prompt's evaluated prefix (what consecutive calls of one task get);
+* ``tools``: the task's tool-call request (llama.cpp grammar for the calls, applied the
+  provider's way: each sampled token checked, see ``local_grammar.CheckFirstSampler``);
+* ``tools, full pass``: the same with the grammar applied to the whole vocabulary at every
+  token, as llama-cpp-python does (the provider before its check-first sampler);
+* ``schema`` and ``schema, full pass``: plain chat with a ``response_schema`` (grammar for
+  one JSON object), both ways;
+* ``plain, prompt read``: plain chat with the prompt not in llama.cpp's prefix cache.
 
-variants interleaved task by task and round by round. The model must write the same number
-of tokens in each (``max_tokens``, greedy), so the per-token figure compares like with like.
-Printed per variant: median seconds per request and per generated token, as ratios to plain.
+The variants of a task share their prompt text. An untimed one-token call reads it first, so
+every variant but the last finds it in the prefix cache and its time is decoding alone (before
+this, the variant measured first for a task, ``tools``, read the prompt and the others did
+not, which put the prompt's cost into the tool-call figure only); before ``plain, prompt
+read`` an untimed call on another prompt empties the cache. Variants interleaved task by task
+and round by round; greedy, at most ``max_tokens`` tokens each. Printed per variant: median
+seconds per request and per generated token, as ratios to plain, and for the check-first
+variants the share of tokens whose sampled choice the grammar refused (then the best allowed
+of a shortlist is taken) and the share that needed a full pass. The machine's load is printed
+before and after (the figures mean little above a load of 1 on a 2-core machine).
 
 Usage: .venv/bin/python scripts/bench/local_provider.py [--tasks 6] [--rounds 2] [--max-tokens 48]
 """
@@ -21,6 +31,7 @@ Usage: .venv/bin/python scripts/bench/local_provider.py [--tasks 6] [--rounds 2]
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections import defaultdict
 
@@ -52,8 +63,14 @@ def _requests(task_ids: list[str], max_tokens: int) -> list[dict[str, ChatReques
     return out
 
 
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f}"
+
+
 async def main(args: argparse.Namespace) -> None:
     print(f"machine: {machine()}")
+    print(f"before: {_load()}")
     ids = split(
         load_suite("bfcl:simple", asset_cache()).task_ids(),
         seed="bench",
@@ -64,34 +81,52 @@ async def main(args: argparse.Namespace) -> None:
     seconds: dict[str, list[float]] = defaultdict(list)
     per_token: dict[str, list[float]] = defaultdict(list)
     prompt_tokens: list[int] = []
+    refused: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # refused, full, tokens
     with bench_settings("") as (loaded, _holder, _root):
         provider = LocalProvider("local:smollm2-135m", None, loaded)
         await provider.load()
         await provider.chat(requests[0]["plain"])  # warm up
 
         async def timed(name: str, request: ChatRequest) -> None:
+            provider.grammar_check_first = not name.endswith("full pass")
+            counts = refused[name]
+            counts[0] -= provider.grammar_refused
+            counts[1] -= provider.full_grammar_passes
+            counts[2] -= provider.grammar_tokens
             start = time.perf_counter()
             reply = await provider.chat(request)
             took = time.perf_counter() - start
+            counts[0] += provider.grammar_refused
+            counts[1] += provider.full_grammar_passes
+            counts[2] += provider.grammar_tokens
             seconds[name].append(took)
             per_token[name].append(took / max(reply.usage.completion_tokens, 1))
             if name == "plain":
                 prompt_tokens.append(reply.usage.prompt_tokens)
 
+        other = ChatRequest(messages=[Message(role="user", content="Hi.")], max_tokens=1)
         for _ in range(args.rounds):
             for variants in requests:
-                for name in ("tools", "plain", "schema"):
-                    await timed(name, variants[name])
-                await timed("plain, prefix hit", variants["plain"])
+                await provider.chat(variants["plain"].model_copy(update={"max_tokens": 1}))
+                for name in ("tools", "tools, full pass", "plain", "schema", "schema, full pass"):
+                    await timed(name, variants[name.removesuffix(", full pass")])
+                await provider.chat(other)
+                await timed("plain, prompt read", variants["plain"])
     base, base_token = median(seconds["plain"]), median(per_token["plain"])
     print(
         f"{len(ids)} BFCL simple prompts (median {median([float(p) for p in prompt_tokens]):.0f} "
         f"prompt tokens), max_tokens {args.max_tokens}, {args.rounds} round(s)"
     )
-    print(f"  {'variant':<20} {'s/request':>10} {'ratio':>7} {'ms/token':>9} {'ratio':>7}")
-    for name in ("plain", "tools", "schema", "plain, prefix hit"):
+    head = f"  {'variant':<20} {'s/request':>10} {'ratio':>7} {'ms/token':>9} {'ratio':>7}"
+    print(f"{head} {'refused':>8} {'full':>5}")
+    names = ("plain", "tools", "tools, full pass", "schema", "schema, full pass")
+    for name in (*names, "plain, prompt read"):
         s, t = median(seconds[name]), median(per_token[name])
-        print(f"  {name:<20} {s:>10.3f} {s / base:>6.2f}x {t * 1000:>9.1f} {t / base_token:>6.2f}x")
+        no, full, tokens = refused[name]
+        share = f"{no / tokens:>8.0%} {full / tokens:>5.0%}" if tokens else ""
+        row = f"  {name:<20} {s:>10.3f} {s / base:>6.2f}x {t * 1000:>9.1f} {t / base_token:>6.2f}x"
+        print(f"{row} {share}".rstrip())
+    print(f"after: {_load()}")
 
 
 if __name__ == "__main__":

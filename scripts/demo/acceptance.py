@@ -17,7 +17,8 @@ provenance off too: the decoy rejects it.
 
 Each verdict (every gate's measured value, threshold and test, the held-out tasks used) is
 printed and written to ``WORKDIR/summary.md``. A full run takes hours on two cores: the seed
-and each promoted version run the 380-task pool once, each candidate until its test stops.
+and each promoted version run the held-out tasks their candidates' tests use (beside them,
+once per task), each candidate until its test stops.
 
 Usage: .venv/bin/python scripts/demo/acceptance.py [--workdir DIR] [--steps a,b,...] [--deep]
 """

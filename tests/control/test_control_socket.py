@@ -28,17 +28,17 @@ def _raw(daemon: RunningDaemon, payload: bytes) -> list[dict[str, object]]:
 
 
 @pytest.mark.docker
-def test_socket_and_state_dir_are_private(running_daemon: RunningDaemon) -> None:
-    assert stat.S_IMODE(running_daemon.state_dir.stat().st_mode) == 0o700
-    assert stat.S_IMODE(running_daemon.socket.stat().st_mode) == 0o600
+def test_socket_and_state_dir_are_private(shared_daemon: RunningDaemon) -> None:
+    assert stat.S_IMODE(shared_daemon.state_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE(shared_daemon.socket.stat().st_mode) == 0o600
 
 
 @pytest.mark.docker
 def test_garbage_oversize_and_unknown_verbs_get_errors_and_daemon_stays_up(
-    running_daemon: RunningDaemon,
+    shared_daemon: RunningDaemon,
 ) -> None:
     replies = _raw(
-        running_daemon,
+        shared_daemon,
         b"this is not json\n"
         b"[1, 2, 3]\n"
         + b"x" * (MAX_MESSAGE + 10)
@@ -59,17 +59,17 @@ def test_garbage_oversize_and_unknown_verbs_get_errors_and_daemon_stays_up(
         "ok",
     ]
     assert replies[-1]["id"] == 10
-    with running_daemon.client() as c:
-        assert c.call("status")["pid"] == running_daemon.proc.pid
+    with shared_daemon.client() as c:
+        assert c.call("status")["pid"] == shared_daemon.proc.pid
 
 
 @pytest.mark.docker
-def test_many_clients_at_once(running_daemon: RunningDaemon) -> None:
+def test_many_clients_at_once(shared_daemon: RunningDaemon) -> None:
     errors: list[BaseException] = []
 
     def hammer() -> None:
         try:
-            with running_daemon.client() as c:
+            with shared_daemon.client() as c:
                 for _ in range(20):
                     c.call("status")
         except BaseException as exc:  # collected and re-raised in the test thread
@@ -84,8 +84,8 @@ def test_many_clients_at_once(running_daemon: RunningDaemon) -> None:
 
 
 @pytest.mark.docker
-def test_policy_check_verb_names_the_problem(running_daemon: RunningDaemon) -> None:
-    with running_daemon.client(timeout=None) as c:  # power: seconds of CPU, more when loaded
+def test_policy_check_verb_names_the_problem(shared_daemon: RunningDaemon) -> None:
+    with shared_daemon.client(timeout=None) as c:  # power: seconds of CPU, more when loaded
         ok = c.call("policy_check", name="p.toml", text="[sandbox]\ncpus = 2.0\n")
         assert ok["valid"] and ok["policy"]["sandbox"]["cpus"] == 2.0
         first = ok["power"][0]
@@ -99,20 +99,20 @@ def test_policy_check_verb_names_the_problem(running_daemon: RunningDaemon) -> N
 
 @pytest.mark.docker
 def test_second_daemon_on_same_state_dir_is_refused(
-    running_daemon: RunningDaemon, tmp_path: Path, asset_cache: Path
+    shared_daemon: RunningDaemon, tmp_path: Path, asset_cache: Path
 ) -> None:
     import subprocess
     import sys
 
     proc = subprocess.run(
-        [sys.executable, "-m", "daemon.cli", "--config", str(running_daemon.config), "serve"],
+        [sys.executable, "-m", "daemon.cli", "--config", str(shared_daemon.config), "serve"],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert proc.returncode == 4
-    assert f"another harnessd (pid {running_daemon.proc.pid}) holds the state dir" in proc.stderr
+    assert f"another harnessd (pid {shared_daemon.proc.pid}) holds the state dir" in proc.stderr
 
 
 @pytest.mark.unit

@@ -88,6 +88,10 @@ def test_status_shows_an_outage_with_its_fix_and_the_calls_under_way() -> None:
     text = _shown("status", status)
     assert "OUTAGE the Docker engine unavailable" in text and "fix: start it" in text
     assert "local:smollm2-135m (1 call(s), 352 tokens so far)" in text
+    assert "endpoint" not in text  # off: not mentioned
+    status["endpoint"] = {"url": "http://127.0.0.1:8642/v1", "unix_socket": "/s/ep.sock"}
+    text = _shown("status", status)
+    assert "OpenAI-compatible endpoint: http://127.0.0.1:8642/v1 and /s/ep.sock" in text
 
 
 def test_policy_show_reads_as_toml_and_the_small_verbs_say_what_happened() -> None:
@@ -100,3 +104,25 @@ def test_policy_show_reads_as_toml_and_the_small_verbs_say_what_happened() -> No
     assert "running" in _shown("resume", {"paused": False})
     assert "valid" in _shown("policy_check", {"name": "p.toml", "valid": True})
     assert "(pid 9) stopped" in _shown("stop", {"stopping": True, "pid": 9, "stopped": True})
+
+
+def test_lineage_shows_what_each_candidate_is_tested_on_and_built_on() -> None:
+    cand = {"state": "rejected", "stage": "heldout", "source": "proposer", "rationale": "r"}
+    text = _shown(
+        "lineage",
+        {
+            "current": "v0001",
+            "versions": [{"name": "v0001", "created": time.time(), "message": "seed"}],
+            "candidates": [
+                cand | {"id": 5, "parent": "v0001", "base": None},
+                cand | {"id": 6, "parent": "v0001", "base": "c5"},
+            ],
+        },
+    )
+    assert "tested on" in text and "built on" in text
+    cells = {}
+    for line in text.splitlines():
+        row = [c.strip() for c in line.replace("┃", "│").split("│") if c.strip()]
+        if row and row[0] in ("c5", "c6"):
+            cells[row[0]] = row[1:3]
+    assert cells == {"c5": ["v0001", "v0001"], "c6": ["v0001", "c5"]}, text

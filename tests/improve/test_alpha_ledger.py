@@ -78,7 +78,9 @@ def test_a_test_cut_short_keeps_its_slot(tmp_path: Path) -> None:
     store = Store(tmp_path / "state.db")
     _run(store, 1, "running")
     _run(store, 2, "running")  # (a second daemon life would never start one without settling)
-    settled = alpha_ledger.settle_running(store, lambda cid: cid == 2)
+    settled = alpha_ledger.settle_running(
+        store, lambda cid: "accepted" if cid == 2 else "interrupted"
+    )
     assert settled == [(1, "void"), (2, "promoted")]
     states = [t.state for t in alpha_ledger.tests(store)]
     assert states == ["void", "promoted"]

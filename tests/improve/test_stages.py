@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from daemon.config.policy import Policy
-from daemon.improve.pipeline import STAGES
+from daemon.improve.pipeline import NO_CHANGE, STAGES
 from daemon.improve.stages import PipelineStage, StageResult, not_reached, run_stages
 from daemon.verdict import Gate, GateResult, PolicyUsed, Verdict
 
@@ -22,6 +22,7 @@ def test_the_stages_run_in_the_documented_order_and_list_every_gate_once() -> No
     assert [s.name for s in STAGES] == [
         "smoke",
         "dev screen",
+        "dev change",
         "held-out test",
         "point gates",
         "decoy",
@@ -66,6 +67,7 @@ async def _run(results: dict[str, StageResult], policy: Policy) -> tuple[list[st
 
 PASSING = {
     "dev screen": StageResult([_gate(Gate.DEV_SCREEN)]),
+    "dev change": StageResult([_gate(Gate.DEV_CHANGE)]),
     "held-out test": StageResult(
         [_gate(Gate.ACCURACY), _gate(Gate.IMPROVEMENT), _gate(Gate.HONESTY)]
     ),
@@ -96,6 +98,19 @@ async def test_a_failed_dev_screen_stops_and_lists_every_later_gate_as_not_reach
     later = verdict.gates[1:]
     assert [g.gate for g in later] == [g for g in Gate if g not in (Gate.DEV_SCREEN, Gate.SECURITY)]
     assert all(g.skipped and g.note == "not reached" and not g.failed for g in later)
+
+
+@pytest.mark.anyio
+async def test_a_no_op_on_dev_stops_before_the_heldout_test_with_its_typed_reason() -> None:
+    results = {
+        **PASSING,
+        "dev change": StageResult([_gate(Gate.DEV_CHANGE, passed=False)], refusal=NO_CHANGE),
+    }
+    ran, verdict = await _run(results, Policy())
+    assert ran == ["smoke", "dev screen", "dev change"]
+    assert verdict.decision == "reject" and verdict.stage == "dev"
+    assert verdict.failed == ["dev_change"] and verdict.reason == NO_CHANGE
+    assert all(g.skipped for g in verdict.gates if g.gate == Gate.ACCURACY)
 
 
 @pytest.mark.anyio

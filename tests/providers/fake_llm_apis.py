@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,8 +35,14 @@ class Received:
 
 
 class FakeAPI:
-    def __init__(self, replies: list[Reply]) -> None:
+    """``answer``: a reply made from each request instead (a scripted model that reads what
+    it was sent, e.g. a proposer acting on the failures in its prompt)."""
+
+    def __init__(
+        self, replies: list[Reply], answer: Callable[[Received], Reply] | None = None
+    ) -> None:
         self.replies = list(replies)
+        self.answer = answer
         self.received: list[Received] = []
         self._lock = threading.Lock()
         self.url = ""
@@ -45,6 +51,8 @@ class FakeAPI:
     def next_reply(self, request: Received) -> Reply:
         with self._lock:
             self.received.append(request)
+            if self.answer is not None:
+                return self.answer(request)
             return self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
 
 
@@ -93,8 +101,10 @@ MODELS = [{"id": "gpt-test", "object": "model", "created": 0, "owned_by": "test"
 
 
 @contextmanager
-def serve(replies: list[Reply], port: int = 0) -> Iterator[FakeAPI]:
-    api = FakeAPI(replies)
+def serve(
+    replies: list[Reply], port: int = 0, answer: Callable[[Received], Reply] | None = None
+) -> Iterator[FakeAPI]:
+    api = FakeAPI(replies, answer)
     server = ThreadingHTTPServer(("127.0.0.1", port), _handler(api))
     server.daemon_threads = True
     api.url = f"http://127.0.0.1:{server.server_address[1]}"

@@ -185,8 +185,13 @@ async def test_fixed_create_dynamic_loads_native_code(sandbox: Sandbox) -> None:
     # its first step here (no file to load).
     body = KEEPER_FRAME + FORGE + NATIVE
     run = await sandbox.run(cheat(indent(body)))
-    assert_not_forged(run, error=(None, "tamper"))
-    assert "IndexError" in run.outcome.output or run.error == "tamper", run.outcome.output
+    # The first step, finding _ctypes' file, finds none: the cheat raises there (the glob
+    # is empty) and the harness returns its own plain answer, a clean run.
+    assert_not_forged(run, error=(None,))
+    assert "cheat failed: IndexError list index out of range" in run.outcome.output, (
+        run.outcome.output
+    )
+    assert run.submission is not None and run.submission.output == [], run.submission
 
 
 # -- FIXED: the /proc refusal looks at the wrong path ----------------------------------------
@@ -214,6 +219,14 @@ text = open("/etc/mtab").read()
 }
 
 
+# What the guest refuses, and records as tamper, for each route (a regular expression).
+PROC_REFUSALS = {
+    "a str subclass": "opening a path given as an object of its own class",
+    "dir_fd": "opening the directory /",
+    "a symlink of the image": r"opening /proc/\d+/mounts",
+}
+
+
 @pytest.mark.parametrize("name", sorted(PROC_READS))
 async def test_fixed_proc_is_readable(sandbox: Sandbox, name: str) -> None:
     """FIXED: /proc opens are refused by normalised path only. Each route reads the
@@ -221,7 +234,15 @@ async def test_fixed_proc_is_readable(sandbox: Sandbox, name: str) -> None:
     overlay directories) in a clean run, with no tamper."""
     body = indent(PROC_READS[name] + 'ctx.log("PROC-READ " + str(len(text)))\n')
     run = await sandbox.run(cheat(body))
-    assert "PROC-READ" not in run.outcome.output or run.error == "tamper", run.outcome.output
+    refusal = PROC_REFUSALS[name]
+    assert "PROC-READ" not in run.outcome.output, run.outcome.output
+    assert run.error == "tamper", (run.error, run.outcome.output)
+    assert run.submission is not None and len(run.submission.tamper) == 1, run.submission
+    assert re.fullmatch(refusal, run.submission.tamper[0]), run.submission.tamper
+    assert re.search(
+        f"cheat failed: Refused harnessd: {refusal} is not allowed in the sandbox",
+        run.outcome.output,
+    ), run.outcome.output
 
 
 async def test_fixed_a_child_program_reads_the_host_runs_directory(sandbox: Sandbox) -> None:
@@ -375,12 +396,21 @@ if pid == 0:
     try:
         sys._current_frames()
         os.write(2, b"CHILD-GOT-FRAMES\\n")
+    except BaseException as exc:
+        os.write(2, f"CHILD-REFUSED {type(exc).__name__}: {exc}\\n".encode())
     finally:
         os._exit(0)
 os.waitpid(pid, 0)
 """)
     run = await sandbox.run(cheat(body))
     assert "CHILD-GOT-FRAMES" not in run.outcome.output
+    # The child's own copy of the audit hook refused it, with the parent's refusal.
+    assert (
+        "CHILD-REFUSED Refused: harnessd: sys._current_frames is not allowed in the sandbox"
+        in run.outcome.output
+    ), run.outcome.output
+    # The child's refusal is its own (its record dies with it); the parent ran clean or, if
+    # a later guest records it, as tamper: never a crash or a pass of the cheat.
     assert_foiled(run, error=(None, "tamper"))
 
 
@@ -393,7 +423,12 @@ def solve(task, ctx):
     return {"output": [10 ** 700], "claimed_success": True}
 """
     run = await sandbox.run(harness)
-    assert run.error is not None, run.submission
+    # The keeper cannot turn the answer into text under the harness's limit: the run
+    # crashes with that reason, and no answer is recorded.
+    assert run.error == "crash", (run.error, run.submission)
+    assert run.submission is not None, run.outcome.output
+    assert run.submission.error == "RuntimeError: the answer could not be read", run.submission
+    assert run.submission.output is None, run.submission
 
 
 async def test_fixed_a_fake_stdlib_caller_gets_no_frame(sandbox: Sandbox) -> None:

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""The loop's pace on the README's main command: a fresh daemon (``harnessd serve``, the
+default policy, the embedded default model), unattended for ``--minutes``, with a real
+improvement (``scripts/demo/improve.patch``) proposed by ``harnessctl propose`` right at
+start. Or, with ``--state DIR`` and no run, the same figures from an earlier run's state.
+
+Figures, from the state dir's events and evaluations: minutes from start to the first
+held-out verdict, held-out verdicts per hour, held-out slots spent on no-ops (candidates
+whose dev behaviour equals their parent's on every dev task, by the pipeline's own
+``changed_tasks``), candidates stopped with "no observable change on dev" (slots saved),
+promotions, and the load average at start and end (the machine is shared: report it).
+
+Usage: .venv/bin/python scripts/bench/loop_pace.py [--minutes 60] [--workdir DIR]
+       .venv/bin/python scripts/bench/loop_pace.py --state DIR    # figures only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from daemon.evaluation.report import stored_report  # noqa: E402
+from daemon.improve.pipeline import changed_tasks  # noqa: E402
+from daemon.verdict import Gate, Verdict  # noqa: E402
+
+HELDOUT_STAGES = ("heldout", "panel")
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _dev_report(db: sqlite3.Connection, column: str, value: int) -> Any:
+    row = db.execute(
+        f"SELECT report FROM evaluations WHERE {column} = ? AND split = 'dev' "
+        "AND state = 'done' AND report IS NOT NULL ORDER BY id DESC LIMIT 1",
+        (value,),
+    ).fetchone()
+    return None if row is None else stored_report(row[0])
+
+
+def figures(state: Path) -> dict[str, Any]:
+    """The pace figures of the run whose state dir is ``state``."""
+    db = sqlite3.connect(f"file:{state / 'state.db'}?mode=ro", uri=True)
+    events = [
+        (ts, kind, json.loads(data))
+        for ts, kind, data in db.execute("SELECT ts, kind, data FROM events ORDER BY id")
+    ]
+    start = next(ts for ts, kind, _ in events if kind == "daemon.started")
+    end = max(ts for ts, _, _ in events)
+    verdicts = [
+        (ts, d)
+        for ts, kind, d in events
+        if kind in ("candidate.rejected", "version.promoted")
+        and (kind == "version.promoted" or d.get("stage") in HELDOUT_STAGES)
+    ]
+    slots = [d["candidate"] for _, kind, d in events if kind == "heldout.started"]
+    noops = 0
+    for cid in slots:
+        parent = db.execute(
+            "SELECT parent_version_id FROM candidates WHERE id = ?", (cid,)
+        ).fetchone()[0]
+        mine, theirs = _dev_report(db, "candidate_id", cid), _dev_report(db, "version_id", parent)
+        if mine is not None and theirs is not None and not changed_tasks(theirs, mine, 0.02):
+            noops += 1
+    saved = 0
+    for (text,) in db.execute("SELECT verdict FROM candidates WHERE verdict IS NOT NULL"):
+        saved += Verdict.model_validate_json(text).failed == [Gate.DEV_CHANGE.value]
+    hours = (end - start) / 3600
+    return {
+        "minutes_run": round((end - start) / 60, 1),
+        "minutes_to_first_heldout_verdict": (
+            round((verdicts[0][0] - start) / 60, 1) if verdicts else None
+        ),
+        "heldout_verdicts": len(verdicts),
+        "heldout_verdicts_per_hour": round(len(verdicts) / hours, 2) if hours else None,
+        "heldout_slots": len(slots),
+        "heldout_slots_on_noops": noops,
+        "stopped_no_change_on_dev": saved,
+        "promotions": sum(1 for _, kind, _ in events if kind == "version.promoted"),
+        "candidates": db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0],
+    }
+
+
+def run(minutes: float, work: Path) -> Path:
+    """A fresh daemon in ``work`` for ``minutes``; returns its state dir."""
+    state = work / "state"
+    config = work / "harnessd.toml"
+    cache = ROOT / ".state" / "cache"
+    config.write_text(
+        f'state_dir = "{state}"\ncache_dir = "{cache.resolve()}"\n'
+        f'harnesses_dir = "{work / "harnesses"}"\npolicy = "{ROOT / "policies/default.toml"}"\n'
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    ctl = [sys.executable, "-m", "daemon.control.ctl", "--state-dir", str(state)]
+    print(f"load at start: {_load()}", flush=True)
+    with (work / "daemon.log").open("w") as log:
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "daemon.cli", "--config", str(config), "serve"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=log,
+        )
+    try:
+        for _ in range(300):
+            if subprocess.run([*ctl, "status"], capture_output=True, env=env).returncode == 0:
+                break
+            time.sleep(1)
+        patch = ROOT / "scripts" / "demo" / "improve.patch"
+        out = subprocess.run([*ctl, "propose", str(patch)], capture_output=True, text=True, env=env)
+        print(out.stdout.splitlines()[0] if out.stdout else out.stderr, flush=True)
+        deadline = time.monotonic() + 60 * minutes
+        while time.monotonic() < deadline and daemon.poll() is None:
+            time.sleep(30)
+            print(f"{time.strftime('%H:%M:%S')} load {_load()}", flush=True)
+        print(f"load at end: {_load()}", flush=True)
+    finally:
+        subprocess.run([*ctl, "stop"], capture_output=True, env=env, timeout=120)
+        daemon.wait(timeout=120)
+    return state
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--minutes", type=float, default=60.0)
+    parser.add_argument("--workdir", type=Path, help="default: a fresh directory under /tmp")
+    parser.add_argument("--state", type=Path, help="only compute the figures of this state dir")
+    args = parser.parse_args()
+    if args.state is not None:
+        state = args.state
+    else:
+        work = args.workdir or Path(tempfile.mkdtemp(prefix="harnessd-pace-"))
+        work.mkdir(parents=True, exist_ok=True)
+        state = run(args.minutes, work)
+    print(json.dumps(figures(state), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
