@@ -112,6 +112,22 @@ STRIP_DESCRIPTIONS = """def strip_descriptions(value):
 """
 
 
+TRIM_DESCRIPTIONS = """def trim_descriptions(value, top=True):
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if k == "description":
+                if top:  # a tool's own: its first sentence; a parameter's: dropped
+                    out[k] = v.split(". ")[0].rstrip(".") + "."
+            else:
+                out[k] = trim_descriptions(v, top and k != "parameters")
+        return out
+    if isinstance(value, list):
+        return [trim_descriptions(v, top) for v in value]
+    return value
+"""
+
+
 def tools_patch(rationale: str, helpers: str, tools: str, imports: str = "") -> str:
     """A patch on the seed: ``imports`` above ``import json``, ``helpers`` before ``solve``,
     and the tools each request offers computed by the expression ``tools``."""

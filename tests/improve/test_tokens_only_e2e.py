@@ -1,7 +1,8 @@
 """A candidate better only in tokens is promoted, on the default acceptance policy.
 
-It strips the tool schemas' descriptions from every request (about half of each prompt) and
-changes nothing else: the same tasks solved, the same claims. Pareto acceptance must see
+It trims the tool schemas in every request (each tool's description cut to its first
+sentence, the parameters' descriptions dropped: the task's own words, fewer of them; a cut
+that keeps a task's enum values there is still the task's) and changes nothing else: the same tasks solved, the same claims. Pareto acceptance must see
 that: non-inferior in accuracy (at the default margin) and better in one dimension (tokens,
 with fewer tokens in total as well). Through the real pipeline and sandbox on a scripted
 model that answers by the question, so accuracy is exactly the parent's.
@@ -17,7 +18,7 @@ import pytest
 from daemon.lineage import Lineage
 from tests.improve.pipeline_world import (
     SEED,
-    STRIP_DESCRIPTIONS,
+    TRIM_DESCRIPTIONS,
     gate,
     policy,
     solver,
@@ -30,9 +31,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SPEC, DEV, HELDOUT = "bfcl:simple", 4, 300
 
 LEAN = tools_patch(
-    "tool schemas without their descriptions; the names and types are enough.",
-    STRIP_DESCRIPTIONS,
-    'strip_descriptions(task["tools"])',
+    "tool descriptions cut to their first sentence, parameter descriptions dropped.",
+    TRIM_DESCRIPTIONS,
+    'trim_descriptions(task["tools"])',
 )
 
 
