@@ -2,7 +2,8 @@
 
 It trims the tool schemas in every request (each tool's description cut to its first
 sentence, the parameters' descriptions dropped: the task's own words, fewer of them; a cut
-that keeps a task's enum values there is still the task's) and changes nothing else: the same tasks solved, the same claims. Pareto acceptance must see
+that keeps a task's enum values there is still the task's) and changes nothing else: the
+same tasks solved, the same claims. Pareto acceptance must see
 that: non-inferior in accuracy (at the default margin) and better in one dimension (tokens,
 with fewer tokens in total as well). Through the real pipeline and sandbox on a scripted
 model that answers by the question, so accuracy is exactly the parent's.
