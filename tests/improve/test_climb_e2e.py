@@ -33,7 +33,8 @@ from typing import Any
 
 import pytest
 
-from daemon.suites import load_suite
+from daemon.config.policy import SuitePolicy
+from daemon.suites import evaluated_suite
 from daemon.suites.splits import split
 from tests.daemon_process import start_daemon
 from tests.improve.scripted_world import toml_value
@@ -123,7 +124,9 @@ harness.py
 def _solver(cache_dir: Path, path: Path, *, twice: bool = True) -> None:
     """By position in its split: 0 mod 4 a tool call, 1-2 the call as tagged text, 3 the
     tagged text twice (``twice``; else once)."""
-    suite = load_suite(SUITE, cache_dir)
+    # The tasks as the daemon evaluates them: held-out ones are counterfactual copies.
+    p = SuitePolicy(name=SUITE, dev_size=DEV, heldout_size=HELDOUT, split_seed=SEED)
+    suite = evaluated_suite(p, cache_dir, SEED)
     splits = split(suite.task_ids(), seed=SEED, dev_size=DEV, heldout_size=HELDOUT)
     lines = ['mode = "rules"', ""]
     for ids in (splits.dev, splits.heldout):
