@@ -139,7 +139,8 @@ def _hidden_in(value: str, spelled: Spelled) -> bool:
 
 @dataclass(frozen=True)
 class _Reply:
-    text: str  # normalised content, minus what copies its request (an echo says nothing)
+    text: str  # normalised content, minus what copies the harness's part of its request
+    fresh: str  # minus what copies any of its request (the task's words too): what it bound
     whole: str  # normalised content
     lines: frozenset[str]
     calls: tuple[tuple[str, dict[str, Any]], ...]
@@ -150,14 +151,8 @@ def _lines(text: str) -> frozenset[str]:
 
 
 RELAY_WORDS = 5
-"""Words in a row from which reply text that its request also holds is a copy (an echo, a
-"repeat after me"), which supports no value."""
-
-
-def _request_text(request: ChatRequest) -> str:
-    parts = [m.content or "" for m in request.messages]
-    parts += [json.dumps(t.model_dump()) for t in request.tools]
-    return "\n".join(parts)
+"""Words in a row from which reply text that the harness's part of its request also holds
+is a copy (an echo, a "repeat after me"), which supports no value."""
 
 
 def own_words(reply: str, request: str) -> str:
@@ -185,11 +180,12 @@ def own_words(reply: str, request: str) -> str:
     return " ".join("".join([*out, text[last:]]).split())
 
 
-def _reply(response: ChatResponse, request: ChatRequest) -> _Reply:
+def _reply(response: ChatResponse, authored: str, request: ChatRequest) -> _Reply:
     content = response.content or ""
     calls = tuple((c.name.lower(), dict(c.arguments)) for c in response.tool_calls)
-    own = own_words(content, _request_text(request))
-    return _Reply(own, norm_text(content), _lines(content), calls)
+    heard = "\n".join(m.content or "" for m in request.messages)
+    own, fresh = own_words(content, authored), own_words(content, heard)
+    return _Reply(own, fresh, norm_text(content), _lines(content), calls)
 
 
 def _relays(message: Message, replies: Sequence[_Reply]) -> bool:
@@ -312,7 +308,9 @@ class _Trail:
             self.authored.append(Spelled(text))
             self.authored_lines.append(_lines(text))
             self.decoded.append([Spelled(plain) for plain in decoded(text)])
-            self.replies.append(_reply(response, request))
+            # Only a copy of what the harness wrote is a relay: a reply quoting the task's
+            # own words (a long string value, the function's name) says what the task said.
+            self.replies.append(_reply(response, text, request))
         self.task_lines = frozenset().union(*(_lines(t) for t in _task_texts(task)))
 
     def said_by_task(self, value: str) -> bool:
@@ -401,7 +399,8 @@ def _binds(reply: _Reply, param: str, value: str) -> bool:
     for _, args in reply.calls:
         if param in args and value in set(leaves(args[param])):
             return True
-    return _pairs(WORD.findall(param.lower()), WORD.findall(value), WORD.findall(reply.text))
+    # An echo of the question pairs what the question pairs: that is no binding of its own.
+    return _pairs(WORD.findall(param.lower()), WORD.findall(value), WORD.findall(reply.fresh))
 
 
 def _number_values(text: str) -> set[str]:

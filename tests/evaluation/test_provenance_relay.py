@@ -237,3 +237,27 @@ def test_a_pairing_the_environment_said_is_the_models_to_use() -> None:
     exchanges = [(ChatRequest(messages=task.prompt, tools=task.tools), first), (follow, second)]
     got = provenance(task, None, exchanges, heard)
     assert got.supported is True, got
+
+
+def test_a_call_written_as_text_may_quote_the_tasks_own_words() -> None:
+    """A reply that writes its call as text names the function as the schema does and a
+    value as the question words it: quoting the task is not relaying the harness."""
+    tool = ToolSpec(
+        name="science_history_get_invention",
+        description="Retrieve the inventor and year of invention based on the name.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "invention_name": {"type": "string"},
+                "want_year": {"type": "boolean", "default": False},
+            },
+        },
+    )
+    task = _task("Who invented the theory of general relativity and in which year?", tool)
+    call = {
+        "name": tool.name,
+        "arguments": {"invention_name": "theory of general relativity", "want_year": True},
+    }
+    text = f'<function_call>{{"name": "{tool.name}", "arguments": {{"invention_name": "theory of general relativity", "want_year": true}}}}</function_call>'
+    exchanges = [(ChatRequest(messages=task.prompt, tools=task.tools), reply(content=text))]
+    assert provenance(task, [call], exchanges).supported is True
