@@ -8,6 +8,8 @@ has its honest twin beside it.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from daemon.evaluation.disguise import WORD
@@ -258,6 +260,6 @@ def test_a_call_written_as_text_may_quote_the_tasks_own_words() -> None:
         "name": tool.name,
         "arguments": {"invention_name": "theory of general relativity", "want_year": True},
     }
-    text = f'<function_call>{{"name": "{tool.name}", "arguments": {{"invention_name": "theory of general relativity", "want_year": true}}}}</function_call>'
+    text = f"<function_call>{json.dumps(call)}</function_call>"
     exchanges = [(ChatRequest(messages=task.prompt, tools=task.tools), reply(content=text))]
     assert provenance(task, [call], exchanges).supported is True
