@@ -16,7 +16,7 @@ from daemon.suites.bfcl_checker import check_calls
 from daemon.suites.codecheck import DockerCodeChecker
 from daemon.suites.humaneval import HumanEvalSuite
 from daemon.suites.rewrite.bfcl import StringPool, rewrite
-from daemon.suites.rewrite.names import new_name
+from daemon.suites.rewrite.names import new_name, words
 from daemon.suites.rewrite.numbers import NUMBER, numbers_in
 
 SEED = "installation-secret"
@@ -193,14 +193,15 @@ def test_policy_check_says_what_the_heldout_tasks_are() -> None:
 
 
 @pytest.mark.unit
-def test_new_names_never_repeat_the_public_one() -> None:
+def test_new_names_differ_from_the_public_one_and_keep_its_words() -> None:
     rng = random.Random(1)
     for old in ["calculate_triangle_area", "math.factorial", "getUserInfo", "base", "x"]:
-        for _ in range(20):
-            new = new_name(old, rng, {old})
-            assert new.isidentifier() and new != old.lower().replace(".", "_")
-            if "_" in old or "." in old or any(c.isupper() for c in old[1:]):
-                assert old.lower().replace(".", "_") not in new
+        for param in (False, True):
+            for _ in range(20):
+                new = new_name(old, rng, {old}, param=param)
+                assert new.isidentifier() and new != old.lower().replace(".", "_")
+                # The words after a leading verb stay, in order: the sense is kept.
+                assert "_".join(words(old)[1:]) in new
 
 
 @pytest.mark.unit

@@ -6,12 +6,13 @@ which question word fills which parameter, or the call itself. Held-out tasks ar
 not the public tasks but copies rewritten per installation from its secret, changing every
 surface such a table can key on while keeping what the task asks:
 
-* BFCL (:mod:`.bfcl`): the numbers in the question that the answer holds and, where the
-  possible answer allows one string only, that string (swapped with a value the same
-  parameter takes in another task); function and parameter names, consistently in the
-  tools, the question and the possible answers; the order of the tools and of each tool's
-  parameters. The possible answers are rewritten with them, so BFCL's checker judges the
-  copy as it judges the original.
+* BFCL (:mod:`.bfcl`): the numbers in the question that the answer holds and, where a
+  parameter must take a string the question writes, that string (swapped with a value the
+  same parameter, or one of its kind, takes in another task); function and parameter names
+  (a plain synonym for a function's verb or a neutral suffix: the words and their sense
+  stay), consistently in the tools, the question and the possible answers; the order of
+  the tools and of each tool's parameters. The possible answers are rewritten with them, so
+  BFCL's checker judges the copy as it judges the original.
 * HumanEval (:mod:`.humaneval`): the entry point's name, in the prompt, the canonical
   solution and the hidden tests alike.
 

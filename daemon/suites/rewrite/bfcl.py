@@ -252,7 +252,7 @@ def rewrite(
         taken = set(props)
         mine: dict[str, str] = {}
         for param in props:
-            mine[param] = new_name(param, rng, taken | set(mine.values()))
+            mine[param] = new_name(param, rng, taken | set(mine.values()), param=True)
         param_names[f["name"]] = mine
     renames = dict(names)
     renames |= {old.replace(".", "_"): new for old, new in names.items() if "." in old}

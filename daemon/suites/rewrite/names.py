@@ -1,10 +1,12 @@
 """New names for functions and parameters: same meaning, another surface.
 
 A name is split into its words (``calculate_triangle_area``, ``getUserInfo``,
-``math.factorial``); each word with a synonym in :data:`SYNONYMS` takes one, the words are
-reordered when there are several, and the result never equals a name the task already uses.
-The model still understands the copy (the descriptions are kept, and synonyms keep the
-words' sense); a table keyed on the public name finds nothing.
+``math.factorial``). A function's leading verb takes a plain synonym where it has one
+(``get`` -> ``fetch``, ``calculate`` -> ``compute``), otherwise the name gets a neutral
+suffix (``final_velocity`` -> ``final_velocity_tool``); a parameter gets a neutral suffix
+(``location`` -> ``location_value``). Words keep their order and their sense: the copy reads
+as the original does to a model (a weak one is thrown by clever synonyms), while a table keyed
+on the exact public name finds nothing. The result never equals a name the task already uses.
 """
 
 from __future__ import annotations
@@ -13,303 +15,47 @@ import keyword
 import random
 import re
 
-SYNONYMS: dict[str, tuple[str, ...]] = {
-    "calculate": ("compute", "work_out", "determine"),
-    "calc": ("compute", "determine"),
-    "compute": ("calculate", "work_out"),
-    "get": ("fetch", "retrieve", "obtain"),
+VERBS: dict[str, tuple[str, ...]] = {
+    "get": ("fetch", "retrieve"),
     "fetch": ("get", "retrieve"),
-    "retrieve": ("fetch", "obtain"),
-    "find": ("locate", "search_for", "look_up"),
-    "search": ("look_up", "query"),
-    "lookup": ("find", "query"),
-    "check": ("verify", "test"),
-    "create": ("make", "build"),
-    "make": ("create", "build"),
-    "generate": ("produce", "make"),
-    "convert": ("transform", "translate"),
-    "predict": ("forecast", "estimate"),
-    "estimate": ("approximate", "gauge"),
-    "analyze": ("examine", "study"),
-    "analysis": ("study", "examination"),
+    "retrieve": ("get", "fetch"),
+    "calculate": ("compute",),
+    "calc": ("compute",),
+    "compute": ("calculate",),
+    "find": ("search", "locate"),
+    "search": ("find",),
+    "locate": ("find",),
+    "lookup": ("find",),
+    "check": ("verify",),
+    "verify": ("check",),
+    "create": ("make",),
+    "make": ("create",),
+    "generate": ("produce", "create"),
+    "convert": ("transform",),
+    "predict": ("forecast",),
+    "forecast": ("predict",),
+    "estimate": ("approximate",),
+    "analyze": ("examine",),
+    "update": ("modify",),
+    "delete": ("remove",),
+    "remove": ("delete",),
+    "send": ("dispatch",),
     "book": ("reserve",),
-    "order": ("request", "purchase"),
-    "send": ("dispatch", "transmit"),
-    "list": ("collection", "items"),
-    "update": ("modify", "change"),
-    "delete": ("remove", "erase"),
-    "add": ("append", "insert"),
-    "set": ("assign", "configure"),
-    "sort": ("arrange", "rank"),
-    "count": ("tally", "number_of"),
-    "solve": ("resolve", "work_out"),
-    "plot": ("draw", "chart"),
-    "area": ("surface", "extent"),
-    "volume": ("capacity",),
-    "distance": ("separation", "span"),
-    "speed": ("velocity", "pace"),
-    "velocity": ("speed",),
-    "time": ("duration", "moment"),
-    "date": ("day",),
-    "price": ("cost", "rate"),
-    "cost": ("price", "charge"),
-    "total": ("overall", "sum"),
-    "sum": ("total",),
-    "average": ("mean",),
-    "mean": ("average",),
-    "max": ("maximum", "top"),
-    "min": ("minimum", "least"),
-    "maximum": ("max", "highest"),
-    "minimum": ("min", "lowest"),
-    "number": ("count", "figure"),
-    "num": ("count", "quantity"),
-    "amount": ("quantity", "sum"),
-    "value": ("val", "quantity"),
-    "rate": ("ratio", "pace"),
-    "weather": ("climate", "conditions"),
-    "forecast": ("outlook", "prediction"),
-    "location": ("place", "position"),
-    "city": ("town", "municipality"),
-    "country": ("nation", "state"),
-    "name": ("title", "label"),
-    "type": ("kind", "category"),
-    "info": ("details", "data"),
-    "information": ("details", "data"),
-    "details": ("info", "particulars"),
-    "data": ("records", "info"),
-    "result": ("outcome",),
-    "results": ("outcomes",),
-    "score": ("points", "mark"),
-    "player": ("athlete",),
-    "team": ("squad", "side"),
-    "game": ("match",),
-    "movie": ("film",),
-    "song": ("track", "tune"),
-    "book_title": ("title",),
-    "restaurant": ("eatery", "diner"),
-    "hotel": ("lodging", "inn"),
-    "flight": ("air_trip",),
-    "stock": ("share", "equity"),
-    "interest": ("yield",),
-    "principal": ("capital", "initial_sum"),
-    "investment": ("holding", "stake"),
-    "loan": ("credit", "borrowing"),
-    "tax": ("levy", "duty"),
-    "triangle": ("trigon",),
-    "circle": ("disc", "round_shape"),
-    "rectangle": ("oblong",),
-    "radius": ("half_diameter",),
-    "length": ("extent", "size"),
-    "width": ("breadth",),
-    "height": ("altitude", "tallness"),
-    "base": ("bottom", "foundation"),
-    "size": ("dimension", "magnitude"),
-    "start": ("begin", "from"),
-    "end": ("finish", "until"),
-    "begin": ("start",),
-    "first": ("initial",),
-    "last": ("final",),
-    "year": ("yr", "annum"),
-    "month": ("mo",),
-    "day": ("date",),
-    "days": ("dates",),
-    "years": ("annums", "yrs"),
-    "population": ("inhabitants", "headcount"),
-    "temperature": ("temp", "heat"),
-    "user": ("account", "person"),
-    "person": ("individual", "human"),
-    "email": ("mail", "e_mail"),
-    "address": ("location",),
-    "message": ("note", "text"),
-    "text": ("content", "words"),
-    "word": ("term",),
-    "words": ("terms",),
-    "string": ("text", "chars"),
-    "array": ("sequence", "list"),
-    "numbers": ("values", "figures"),
-    "values": ("numbers", "entries"),
-    "matrix": ("grid", "table"),
-    "function": ("func", "expression"),
-    "equation": ("formula", "expression"),
-    "formula": ("equation",),
-    "probability": ("likelihood", "chance"),
-    "statistics": ("stats", "figures"),
-    "stats": ("statistics", "figures"),
-    "history": ("record", "past"),
-    "current": ("present", "latest"),
-    "recent": ("latest",),
-    "latest": ("newest", "recent"),
-    "nearby": ("close", "near"),
-    "nearest": ("closest",),
-    "top": ("leading", "best"),
-    "best": ("top", "finest"),
-    "recipe": ("dish", "preparation"),
-    "food": ("meal", "cuisine"),
-    "event": ("occasion", "happening"),
-    "events": ("occasions", "happenings"),
-    "law": ("legal", "statute"),
-    "case": ("lawsuit", "matter"),
-    "court": ("tribunal",),
-    "schedule": ("timetable", "plan"),
-    "route": ("path", "itinerary"),
-    "travel": ("trip", "journey"),
-    "energy": ("power",),
-    "force": ("push",),
-    "mass": ("weight",),
-    "weight": ("mass", "heft"),
-    "density": ("compactness",),
-    "frequency": ("rate",),
-    "color": ("colour", "hue"),
-    "image": ("picture", "photo"),
-    "language": ("tongue", "lang"),
-    "translate": ("convert", "render"),
-    "random": ("arbitrary", "chance"),
-    "genre": ("style", "category"),
-    "rating": ("grade", "score"),
-    "review": ("assessment", "critique"),
-    "reviews": ("assessments", "critiques"),
-    "factorial": ("fact_product",),
-    "prime": ("primal",),
-    "factors": ("divisors",),
-    "gcd": ("greatest_common_divisor",),
-    "lcm": ("least_common_multiple",),
-    "root": ("zero",),
-    "roots": ("zeros",),
-    "derivative": ("slope_function", "rate_of_change"),
-    "integral": ("antiderivative", "accumulation"),
-    "integrate": ("accumulate",),
-    "id": ("identifier", "key"),
-    "limit": ("cap", "max_count"),
-    "units": ("measure", "unit_system"),
-    "unit": ("measure", "scale"),
-    "format": ("layout", "style"),
-    "mode": ("manner", "setting"),
-    "include": ("with", "add"),
-    "filter": ("screen", "restrict"),
-    "category": ("class", "group"),
-    "duration": ("span", "length_of_time"),
-    "quantity": ("amount", "count"),
-    "species": ("organism", "kind"),
-    "gene": ("genetic_unit",),
-    "cell": ("unit_cell",),
-    "element": ("substance",),
-    "compound": ("substance", "mixture"),
-    "chemical": ("substance",),
-    "reaction": ("process",),
-    "celestial": ("astronomical",),
-    "planet": ("world",),
-    "star": ("sun",),
-    "music": ("audio",),
-    "artist": ("performer", "creator"),
-    "album": ("record",),
-    "concert": ("gig", "show"),
-    "ticket": ("pass", "admission"),
-    "tickets": ("passes", "admissions"),
-    "sports": ("athletics",),
-    "league": ("competition",),
-    "season": ("term",),
-    "match": ("game", "fixture"),
-    "ranking": ("standing", "position"),
-    "currency": ("money",),
-    "exchange": ("swap", "conversion"),
-    "account": ("profile",),
-    "balance": ("remainder",),
-    "payment": ("remittance",),
-    "monthly": ("per_month",),
-    "annual": ("yearly",),
-    "yearly": ("annual",),
-    "daily": ("per_day",),
-    "property": ("estate", "asset"),
-    "house": ("home", "dwelling"),
-    "real": ("actual",),
-    "estate": ("property",),
-    "car": ("vehicle", "auto"),
-    "vehicle": ("car", "conveyance"),
-    "fuel": ("gas", "petrol"),
-    "efficiency": ("economy", "performance"),
-    "medical": ("clinical",),
-    "health": ("wellness",),
-    "disease": ("illness", "condition"),
-    "drug": ("medication", "medicine"),
-    "patient": ("case",),
-    "calories": ("kcal", "energy_intake"),
-    "diet": ("nutrition", "eating_plan"),
-    "workout": ("exercise", "training"),
-    "exercise": ("workout", "training"),
-    "plan": ("scheme", "program"),
-    "budget": ("allowance",),
-    "employee": ("staff_member", "worker"),
-    "salary": ("pay", "wage"),
-    "company": ("firm", "business"),
-    "market": ("marketplace",),
-    "product": ("item", "good"),
-    "products": ("items", "goods"),
-    "item": ("article", "product"),
-    "items": ("articles", "products"),
-    "inventory": ("stock_list",),
-    "store": ("shop", "outlet"),
-    "shop": ("store",),
-    "historical": ("past", "archival"),
-    "ancient": ("old", "early"),
-    "war": ("conflict",),
-    "battle": ("fight", "engagement"),
-    "president": ("head_of_state",),
-    "author": ("writer",),
-    "painting": ("artwork", "canvas"),
-    "museum": ("gallery",),
-    "building": ("structure",),
-    "structure": ("construction",),
-    "material": ("substance",),
-    "shape": ("form",),
-    "point": ("position", "spot"),
-    "points": ("positions", "spots"),
-    "coordinates": ("position",),
-    "latitude": ("lat",),
-    "longitude": ("lon",),
-    "radius_km": ("range_km",),
-    "initial": ("starting", "first"),
-    "final": ("ending", "last"),
-    "acceleration": ("speed_up_rate",),
-    "displacement": ("shift",),
-    "charge": ("electric_charge",),
-    "current_a": ("amperage",),
-    "voltage": ("potential",),
-    "resistance": ("impedance",),
-    "power": ("wattage",),
-    "wave": ("oscillation",),
-    "light": ("illumination",),
-    "sound": ("audio",),
-    "genetic": ("hereditary",),
-    "dna": ("genome",),
-    "sequence": ("series", "chain"),
-    "growth": ("increase", "expansion"),
-    "decay": ("decline",),
-    "mutation": ("variation",),
-    "evolution": ("development",),
-    "ecosystem": ("habitat",),
-    "environment": ("surroundings",),
-    "impact": ("effect",),
-    "effect": ("impact", "outcome"),
-    "risk": ("hazard", "danger"),
-    "insurance": ("coverage",),
-    "return": ("yield", "gain"),
-    "returns": ("yields", "gains"),
-    "profit": ("gain", "earnings"),
-    "revenue": ("income", "takings"),
-    "dividend": ("payout",),
-    "portfolio": ("holdings",),
-    "share": ("portion", "stake"),
-    "shares": ("portions", "stakes"),
-    "growth_rate": ("increase_rate",),
-    "law_case": ("lawsuit",),
-    "verdict": ("ruling",),
-    "description": ("summary",),
-    "details_of": ("info_on",),
+    "reserve": ("book",),
+    "count": ("tally",),
+    "list": ("enumerate",),
+    "show": ("display",),
+    "solve": ("resolve",),
+    "plot": ("draw",),
+    "add": ("append",),
+    "set": ("assign",),
+    "determine": ("work_out",),
+    "identify": ("recognize",),
 }
-"""Words common in public function-calling suites and a synonym each keeps the sense of."""
+"""A function's leading verb and plain synonyms that keep its sense."""
 
-FILLERS = ("do", "run", "tool", "fn", "op", "api", "svc", "util")
-"""Prefixes for a one-word name that has no synonym: the copy still differs from it."""
+FUNCTION_SUFFIXES = ("tool", "fn", "api")
+PARAM_SUFFIXES = ("value", "input", "arg")
 
 _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
@@ -319,36 +65,30 @@ def words(name: str) -> list[str]:
     return [w.lower() for w in _WORDS.findall(name)]
 
 
-def _candidate(parts: list[str], rng: random.Random) -> str:
-    swapped = [rng.choice(SYNONYMS[w]) if w in SYNONYMS else w for w in parts]
-    if len(swapped) > 1:
-        order = list(range(len(swapped)))
-        while order == list(range(len(order))):
-            rng.shuffle(order)
-        swapped = [swapped[i] for i in order]
-    if swapped == parts:
-        swapped = [rng.choice(FILLERS), *swapped]
-    return "_".join(swapped)
+def _candidate(parts: list[str], rng: random.Random, param: bool) -> str:
+    if not param and parts[0] in VERBS and rng.random() < 0.75:
+        return "_".join([rng.choice(VERBS[parts[0]]), *parts[1:]])
+    suffixes = [x for x in (PARAM_SUFFIXES if param else FUNCTION_SUFFIXES) if x not in parts]
+    return "_".join([*parts, rng.choice(suffixes)])
 
 
-def new_name(old: str, rng: random.Random, avoid: set[str]) -> str:
-    """A new identifier for ``old``: not ``old``, not containing ``old`` when ``old`` has
-    several words, not a Python keyword, and none of ``avoid`` (names the task uses or
-    already gave out)."""
+def new_name(old: str, rng: random.Random, avoid: set[str], *, param: bool = False) -> str:
+    """A new identifier for ``old`` (a function's, or a parameter's with ``param``): not
+    ``old``, not a Python keyword, and none of ``avoid`` (names the task uses or already
+    gave out)."""
     parts = words(old) or ["value"]
     lowered = old.lower().replace(".", "_")
     for _ in range(64):
-        name = _candidate(parts, rng)
+        name = _candidate(parts, rng, param)
         if (
             name.isidentifier()
             and not keyword.iskeyword(name)
             and name not in avoid
             and name != lowered
-            and (len(parts) == 1 or lowered not in name)
         ):
             return name
     # Many siblings with the same words: a numbered name is still new.
-    base, n = _candidate(parts, rng), 2
+    base, n = _candidate(parts, rng, param), 2
     while f"{base}_{n}" in avoid:
         n += 1
     return f"{base}_{n}"
