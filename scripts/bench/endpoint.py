@@ -159,7 +159,19 @@ async def main(args: argparse.Namespace) -> None:
     med = {name: median(v) for name, v in walls.items()}
     print(f"{n} requests per path ({args.rounds} rounds x {len(QUESTIONS)} questions), medians:")
     for name in paths:
-        print(f"  {name:<9} {med[name]:7.3f} s  {med[name] / med['bare']:5.2f}x bare")
+        v = sorted(walls[name])
+        q1, q3 = v[len(v) // 4], v[(3 * len(v)) // 4]
+        print(
+            f"  {name:<9} median {med[name]:7.3f} s  {med[name] / med['bare']:5.2f}x bare"
+            f"   (min {v[0]:.3f} s, quartiles {q1:.3f}-{q3:.3f} s)"
+        )
+    low = {name: min(v) for name, v in walls.items()}
+    print(
+        "best of each (least disturbed by other load): "
+        f"endpoint / ask {low['endpoint'] / low['ask']:.3f}x, "
+        f"endpoint / bare {low['endpoint'] / low['bare']:.2f}x, "
+        f"ask / bare {low['ask'] / low['bare']:.2f}x"
+    )
     print(
         f"endpoint / ask: {med['endpoint'] / med['ask']:.3f}x "
         f"(+{(med['endpoint'] - med['ask']) * 1000:.0f} ms); "
