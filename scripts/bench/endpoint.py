@@ -109,14 +109,18 @@ async def main(args: argparse.Namespace) -> None:
             client = openai.OpenAI(base_url=url, api_key=token, max_retries=0, timeout=600)
             provider = make_provider("local:smollm2-135m", loaded, RetryPolicy())
 
+            tokens: dict[str, list[int]] = {"bare": [], "ask": [], "endpoint": []}
+
             async def bare(q: str) -> None:
                 request = ChatRequest(messages=[Message(role="user", content=q)], max_tokens=512)
-                await provider.chat(request)
+                response = await provider.chat(request)
+                tokens["bare"].append(response.usage.completion_tokens)
 
             def ask_blocking(q: str) -> None:
                 with ControlClient(socket, timeout=600) as c:
                     answer = c.call("ask", text=q)
                 assert answer["error"] is None, answer
+                tokens["ask"].append(int(answer["completion_tokens"]))
 
             async def ask(q: str) -> None:
                 await anyio.to_thread.run_sync(ask_blocking, q)
@@ -126,6 +130,8 @@ async def main(args: argparse.Namespace) -> None:
                     model="harnessd", messages=[{"role": "user", "content": q}]
                 )
                 assert completion.choices[0].message.content is not None
+                assert completion.usage is not None
+                tokens["endpoint"].append(completion.usage.completion_tokens)
 
             async def endpoint(q: str) -> None:
                 await anyio.to_thread.run_sync(endpoint_blocking, q)
@@ -147,11 +153,25 @@ async def main(args: argparse.Namespace) -> None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)
     print(f"uptime after:  {uptime()}")
+    # The model's own work per path (the warm-up included): equal when the paths are fair.
+    print("completion tokens per path (total):", {k: sum(v) for k, v in tokens.items()})
     n = len(walls["bare"])
     med = {name: median(v) for name, v in walls.items()}
     print(f"{n} requests per path ({args.rounds} rounds x {len(QUESTIONS)} questions), medians:")
     for name in paths:
-        print(f"  {name:<9} {med[name]:7.3f} s  {med[name] / med['bare']:5.2f}x bare")
+        v = sorted(walls[name])
+        q1, q3 = v[len(v) // 4], v[(3 * len(v)) // 4]
+        print(
+            f"  {name:<9} median {med[name]:7.3f} s  {med[name] / med['bare']:5.2f}x bare"
+            f"   (min {v[0]:.3f} s, quartiles {q1:.3f}-{q3:.3f} s)"
+        )
+    low = {name: min(v) for name, v in walls.items()}
+    print(
+        "best of each (least disturbed by other load): "
+        f"endpoint / ask {low['endpoint'] / low['ask']:.3f}x, "
+        f"endpoint / bare {low['endpoint'] / low['bare']:.2f}x, "
+        f"ask / bare {low['ask'] / low['bare']:.2f}x"
+    )
     print(
         f"endpoint / ask: {med['endpoint'] / med['ask']:.3f}x "
         f"(+{(med['endpoint'] - med['ask']) * 1000:.0f} ms); "
