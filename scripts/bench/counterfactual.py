@@ -9,12 +9,19 @@ Two runtimes over one store: ``[suite] counterfactual = false`` (the public task
 McNemar's exact p, and the ground truth replayed on every copy of every BFCL single-call
 task (must verify 100 %). The load average is printed before and after.
 
+``--keep param_order,param_names`` leaves those surfaces as they are (what each costs a
+model; see ``daemon.suites.rewrite.bfcl.Surfaces``), ``--public-from FILE`` reuses the
+public side of an earlier run's ``--details`` (the model decodes greedily: the same tasks
+give the same results).
+
 Usage: .venv/bin/python scripts/bench/counterfactual.py [--tasks 60] [--details out.json]
+       [--keep SURFACE,...] [--public-from details.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -29,6 +36,7 @@ from daemon.store import Store
 from daemon.suites import load_suite
 from daemon.suites.bfcl import CATEGORIES, BfclSuite, as_bfcl_calls
 from daemon.suites.bfcl_checker import check_calls
+from daemon.suites.rewrite import bfcl as rewrite_bfcl
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = """
@@ -72,8 +80,19 @@ async def main(args: argparse.Namespace) -> None:
     print(f"machine: {machine()}")
     ok, total = replay_ground_truth()
     print(f"ground truth replayed on every BFCL single-call copy: {ok}/{total} verify")
+    kept = [k for k in args.keep.split(",") if k]
+    if kept:
+        rewrite_bfcl.SURFACES = dataclasses.replace(
+            rewrite_bfcl.SURFACES, **dict.fromkeys(kept, False)
+        )
+        print(f"surfaces kept as they are: {', '.join(kept)}")
     solved: dict[bool, dict[str, bool]] = {}
+    if args.public_from:
+        earlier = json.loads(Path(args.public_from).read_text())
+        solved[False] = {k: bool(v) for k, v in earlier["false"].items()}
     for counterfactual in (False, True):
+        if counterfactual in solved:
+            continue
         text = POLICY.format(tasks=args.tasks, counterfactual=str(counterfactual).lower())
         with bench_settings(text) as (loaded, holder, root):
             store = Store(root / "state" / "state.db")
@@ -113,4 +132,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=60)
     parser.add_argument("--details", default="")
+    parser.add_argument("--keep", default="", help="surfaces to leave as they are")
+    parser.add_argument("--public-from", default="", help="an earlier run's --details")
     anyio.run(main, parser.parse_args())

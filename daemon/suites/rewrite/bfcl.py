@@ -31,6 +31,23 @@ Json = Any
 
 
 @dataclass(frozen=True)
+class Surfaces:
+    """Which surfaces a copy rewrites (all, in use; fewer only to measure what each costs a
+    model: ``scripts/bench/counterfactual.py --keep``)."""
+
+    numbers: bool = True
+    strings: bool = True
+    function_names: bool = True
+    param_names: bool = True
+    tool_order: bool = True
+    param_order: bool = True
+
+
+SURFACES = Surfaces()
+"""What every copy rewrites."""
+
+
+@dataclass(frozen=True)
 class Copy:
     question: list[dict[str, Any]]
     functions: list[dict[str, Any]]
@@ -197,13 +214,15 @@ def rewrite(
     answers: list[dict[str, Any]],
     rng: random.Random,
     pool: StringPool,
+    surfaces: Surfaces | None = None,
 ) -> Copy:
-    """The copy of one task (inputs are not changed)."""
+    """The copy of one task (inputs are not changed); ``surfaces``: default :data:`SURFACES`."""
+    keep = surfaces or SURFACES
     question = copy.deepcopy(question)
     functions = copy.deepcopy(functions)
     answers = copy.deepcopy(answers)
     # Numbers: the question's messages are rewritten one by one with one mapping.
-    numbers = _number_mapping(_text(question), answers, functions, rng)
+    numbers = _number_mapping(_text(question), answers, functions, rng) if keep.numbers else {}
     for message in question:
         content = str(message.get("content") or "")
         message["content"] = _apply_numbers(content, numbers)
@@ -231,7 +250,11 @@ def rewrite(
             if o not in _forms(answers, value)
         ):
             continue
-        new = pool.replacement(param, value, rng, avoid=text)
+        # A value right beside another the answer holds ("Sydney, Australia", "Louvre in Paris")
+        # is read with it: swapped alone, the question would stop making sense.
+        if _beside_another(value, every, text):
+            continue
+        new = pool.replacement(param, value, rng, avoid=text) if keep.strings else None
         if new is not None:
             strings[value] = new
     for message in question:
@@ -247,12 +270,13 @@ def rewrite(
     param_names: dict[str, dict[str, str]] = {}
     for f in functions:
         new = new_name(f["name"], rng, used | set(names.values()))
-        names[f["name"]] = new
+        names[f["name"]] = new if keep.function_names else f["name"]
         props = (f.get("parameters") or {}).get("properties") or {}
         taken = set(props)
         mine: dict[str, str] = {}
         for param in props:
-            mine[param] = new_name(param, rng, taken | set(mine.values()), param=True)
+            new = new_name(param, rng, taken | set(mine.values()), param=True)
+            mine[param] = new if keep.param_names else param
         param_names[f["name"]] = mine
     renames = dict(names)
     renames |= {old.replace(".", "_"): new for old, new in names.items() if "." in old}
@@ -269,7 +293,7 @@ def rewrite(
         params = f.get("parameters") or {}
         props = params.get("properties") or {}
         order = list(props)
-        while len(order) > 1 and order == list(props):  # another order, always
+        while keep.param_order and len(order) > 1 and order == list(props):  # always another
             rng.shuffle(order)
         new_params = dict(params)
         new_params["properties"] = {mine[p]: _rename_docs(props[p], renames) for p in order}
@@ -284,7 +308,8 @@ def rewrite(
                 "parameters": new_params,
             }
         )
-    rng.shuffle(rewritten)
+    if keep.tool_order:
+        rng.shuffle(rewritten)
     new_answers = [
         {
             names.get(fname, fname): {
@@ -307,6 +332,20 @@ def _apply_numbers(text: str, numbers: dict[float, float]) -> str:
             out += [text[last : w.start], written(numbers[w.value], w)]
             last = w.end
     return "".join(out) + text[last:]
+
+
+def _beside_another(value: str, every: list[str], text: str) -> bool:
+    """Whether the question writes another of the answer's strings at most one word from
+    ``value``."""
+    lowered = text.lower()
+    spans = [(m.start(), m.end()) for m in _phrase(value).finditer(text)]
+    for other in {o.lower() for o in every} - {value.lower()}:
+        for m in _phrase(other).finditer(lowered):
+            for start, end in spans:
+                gap = lowered[end : m.start()] if m.start() >= end else lowered[m.end() : start]
+                if len(gap.split()) <= 1 and (m.start() >= end or m.end() <= start):
+                    return True
+    return False
 
 
 def _forms(answers: list[dict[str, Any]], value: str) -> set[str]:
