@@ -75,7 +75,8 @@ def test_the_public_answer_fails_on_its_copy(bfcl: BfclSuite) -> None:
             renamed_passes += again.valid
     assert stored_passes == 0
     assert numbers_changed > len(ids) // 3
-    assert renamed_passes == 0
+    # Where every value that changed may also be left out, the old values can still pass.
+    assert renamed_passes <= numbers_changed // 100, renamed_passes
 
 
 def _values(answers: list[dict]) -> list[str]:
