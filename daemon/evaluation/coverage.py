@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from daemon import pyast
 from daemon.errors import HarnessdError
 from daemon.patches.diff import DiffSyntaxError, parse_unified_diff
 from daemon.patches.tree import iter_files
@@ -62,7 +63,7 @@ class DeadCode(BaseModel):
 def statements(source: str, name: str) -> list[Statement]:
     """The countable statements of ``source``, numbered as the guest numbers them."""
     try:
-        _, found = parse_numbered(source, name)
+        _, found = pyast.serialised(lambda: parse_numbered(source, name))
     except (SyntaxError, ValueError, RecursionError) as exc:
         raise CodemapError(f"{name}: not valid Python ({exc})") from None
     return found
@@ -72,7 +73,7 @@ def _functions(source: str, name: str) -> list[tuple[str, set[int]]]:
     """Named functions with the statement numbers of their own bodies, outermost first."""
     import ast
 
-    tree, _ = parse_numbered(source, name)
+    tree, _ = pyast.serialised(lambda: parse_numbered(source, name))
     found: list[tuple[str, set[int]]] = []
 
     def body_numbers(node: ast.AST) -> set[int]:

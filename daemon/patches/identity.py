@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
+from daemon import pyast
 from daemon.patches.apply import apply_edits
 from daemon.patches.diff import parse_unified_diff
 from daemon.patches.tree import read_tree
@@ -24,7 +25,7 @@ def _canonical(path: str, data: bytes) -> bytes:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return ast.dump(ast.parse(data.decode("utf-8"))).encode("utf-8")
+            return ast.dump(pyast.parse(data.decode("utf-8"))).encode("utf-8")
     except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
         return data
 

@@ -23,6 +23,8 @@ import tokenize
 import warnings
 from dataclasses import dataclass
 
+from daemon import pyast
+
 _ENCODED = re.compile(r"[A-Za-z0-9+/=_\-]+|[^\x20-\x7e\s]+")
 
 
@@ -68,7 +70,7 @@ def _python_payload(source: str) -> Payload:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     names: set[str] = set()
     for node in ast.walk(tree):
         if (name := _name(node)) is not None:

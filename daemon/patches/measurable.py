@@ -18,6 +18,7 @@ import ast
 import warnings
 from collections.abc import Mapping
 
+from daemon import pyast
 from daemon.patches.model import PatchRejected
 
 _CODE_NODES = (
@@ -43,7 +44,7 @@ def _is_code(data: bytes) -> bool:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tree = ast.parse(data.decode("utf-8"))
+            tree = pyast.parse(data.decode("utf-8"))
     except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
         return False
     return any(isinstance(node, _CODE_NODES) for node in ast.walk(tree))

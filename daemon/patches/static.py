@@ -16,6 +16,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from daemon import pyast
 from daemon.config.policy import PatchPolicy
 from daemon.patches.apply import apply_edits
 from daemon.patches.diff import DiffSyntaxError, parse_unified_diff
@@ -219,7 +220,7 @@ def static_check(applied: AppliedPatch, policy: PatchPolicy) -> None:
         raise PatchRejected(f"{ENTRY_FILE} is missing; it must define {ENTRY_FUNCTION}(task, ctx)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        found = _defines_entry(ast.parse(entry.decode("utf-8")))
+        found = _defines_entry(pyast.parse(entry.decode("utf-8")))
     if found is None:
         raise PatchRejected(f"{ENTRY_FILE} no longer defines {ENTRY_FUNCTION}(task, ctx)")
     if isinstance(found, ast.AsyncFunctionDef):

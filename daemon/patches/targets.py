@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from daemon import pyast
+
 ConstantKind = Literal["int", "float", "bool", "text", "pattern"]
 Value = int | float | bool | str
 Position = tuple[int, int]  # (1-based line, 0-based column in characters)
@@ -84,7 +86,7 @@ def _parse(source: str) -> ast.Module | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return ast.parse(source)
+            return pyast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 

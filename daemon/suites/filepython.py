@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from daemon import pyast
 from daemon.suites.base import CodeCheck, CodeChecker
 from daemon.suites.filerules import BadKey, is_number, shown
 from daemon.tasks import CheckResult
@@ -98,7 +99,7 @@ class Python:
 
 
 def _defines(source: str, function: str) -> bool:
-    tree = ast.parse(source)
+    tree = pyast.parse(source)
     return any(
         isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == function
         for node in tree.body
