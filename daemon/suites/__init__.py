@@ -206,8 +206,9 @@ def evaluated_suite(p: SuitePolicy, cache_dir: Path, seed: str) -> Suite:
     ``split_seed`` or the installation's secret, the one its splits are ordered by).
     Blocking like :func:`load_suite`."""
     suite = policy_suite(p, cache_dir)
-    if not p.counterfactual:
-        return suite
+    held = suite.heldout if isinstance(suite, MixedSuite) else suite
+    if not p.counterfactual or not isinstance(held, BfclSuite | HumanEvalSuite):
+        return suite  # your own tasks, or a suite that cannot be rewritten: as it is
     # Same ids, other tasks: the held-out pool's copies are what every held-out run (the
     # parent's and the candidate's alike) sees and is judged on.
     pool = policy_splits(p, cache_dir, seed)
