@@ -103,6 +103,11 @@ def start(
         edit_policy(work / "policy.toml", [("wall_s = 180.0", f"wall_s = {wall_s}")])
     if concurrency:
         edit_policy(work / "policy.toml", [("concurrency = 2 ", f"concurrency = {concurrency} ")])
+    return serve(work)
+
+
+def serve(work: Path) -> subprocess.Popen[bytes]:
+    """``harnessd serve`` on ``WORK/policy.toml`` with its state in ``work``, once it listens."""
     (work / "harnessd.toml").write_text(
         f'state_dir = "{work / "state"}"\nharnesses_dir = "{work / "harnesses"}"\n'
         f'cache_dir = "{ROOT / ".state" / "cache"}"\npolicy = "{work / "policy.toml"}"\n'

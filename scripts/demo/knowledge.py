@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from acceptance import LOOP_OFF, LOOSE, PY, ctl, edit_policy, summarise, wait_for  # noqa: E402
+from acceptance import LOOP_OFF, LOOSE, PY, ctl, edit_policy, serve, summarise, wait_for  # noqa: E402
 
 from tests.improve import knowledge  # noqa: E402
 
@@ -59,23 +59,7 @@ def start(work: Path, dev: int, pool: int, public: bool) -> subprocess.Popen[byt
     if public:
         edits.append(("counterfactual = true", "counterfactual = false"))
     edit_policy(policy, edits)
-    (work / "harnessd.toml").write_text(
-        f'state_dir = "{work / "state"}"\nharnesses_dir = "{work / "harnesses"}"\n'
-        f'cache_dir = "{cache}"\npolicy = "{policy}"\nseed = "{ROOT / "seeds" / "minimal"}"\n'
-    )
-    log = (work / "daemon.log").open("ab")
-    proc = subprocess.Popen(
-        [PY, "-m", "daemon.cli", "--config", str(work / "harnessd.toml"), "serve"],
-        stdout=log,
-        stderr=log,
-        cwd=ROOT,
-    )
-    deadline = time.monotonic() + 600
-    while not (work / "state" / "control.sock").exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the daemon did not start; see {work / 'daemon.log'}")
-        time.sleep(1)
-    return proc
+    return serve(work)
 
 
 def propose(work: Path, name: str, text: str) -> list[str]:
