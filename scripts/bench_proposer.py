@@ -1,22 +1,22 @@
 #!/usr/bin/env python3
 """Proposer figures: of N proposals, the share that parse, apply and compile, pass the smoke
-stage, pass the dev screen (and so reach the held-out stage); tokens and seconds each.
+stage, pass the dev screen and change the harness's dev behaviour (and so reach the held-out
+stage); tokens and seconds each.
 
 Every proposal goes through the daemon's own code: ``ImprovementLoop.prepare_proposal`` and
 ``sample`` (the prompt with its archive, the policy's protocol, a fresh seed, the static
-stage with its duplicate screen, the lineage record), then the smoke and dev stages in the
-real sandbox by the pipeline's rules (``SMOKE_FAILURES``, ``[pipeline] dev_max_regression``).
-The held-out stage itself is not run (about ten minutes a candidate on the embedded model);
-a candidate that passes the dev screen is counted as reaching it and recorded as such, so
-the archive of later prompts shows it as the daemon would ("not promoted"). The parent
+stage with its duplicate screen, the lineage record), then the pipeline's own stages before
+the held-out test (``BEFORE_HELDOUT``: smoke, dev screen, dev change) in the real sandbox.
+The held-out stage itself is not run (minutes a candidate on the embedded model); a
+candidate that passes every earlier stage is counted as reaching it and recorded as such,
+so the archive of later prompts shows it as the daemon would ("not promoted"). The parent
 stays the seed: every proposal is measured against the same harness. As in the loop,
 ``[proposer] samples`` proposals share one prompt and are drawn back to back (so llama.cpp
 reuses the prompt it has just read); the prompt is then rebuilt with the archive.
 
-Smoke runs for every new proposal as soon as its prompt's samples are drawn; dev screens
-(ten tasks each) run after that, for those that passed smoke, in order, until
-``--dev-deadline`` (minutes from the start) if one is given: on a loaded machine the dev
-screens take most of the time, and the summary says how many were screened.
+Each new proposal is screened as soon as its prompt's samples are drawn, until
+``--dev-deadline`` (minutes from the start) if one is given; the summary says how many were
+left unscreened.
 
 Each proposal is classified by re-running the stages on what the model wrote: it parses
 (is the protocol's JSON, or a patch for the text protocol); it applies (lands on the
@@ -46,14 +46,13 @@ from daemon.config.policy import PatchPolicy, load_policy
 from daemon.config.reload import PolicyHolder
 from daemon.config.settings import LoadedSettings, load_settings
 from daemon.config.statedir import prepare_state_dir
-from daemon.evaluation.evaluator import Subject, evaluate
-from daemon.evaluation.report import EvalReport
-from daemon.evaluation.runtime import Runtime, eval_instance, open_runtime
+from daemon.evaluation.runtime import eval_instance, open_runtime
 from daemon.gateway import ledger
 from daemon.improve import intake
 from daemon.improve.loop import Ask, ImprovementLoop, LoopControl
-from daemon.improve.pipeline import SMOKE_FAILURES
+from daemon.improve.pipeline import BEFORE_HELDOUT, CandidateEvaluation
 from daemon.improve.proposer import edit_protocol
+from daemon.improve.stages import run_stages
 from daemon.lineage import Lineage, Version
 from daemon.patches import (
     ParseFailure,
@@ -64,7 +63,7 @@ from daemon.patches import (
     static_check,
 )
 from daemon.store import Store
-from daemon.verdict import GateResult, Stage, Verdict
+from daemon.verdict import Gate, PolicyUsed, Verdict
 from sandbox.labels import instance_id
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,7 +80,9 @@ class Row:
     compiles: bool
     new: bool
     smoke: bool = False
-    dev_screen: bool | None = None  # None: passed smoke, dev screen not run (deadline)
+    dev_screen: bool | None = None  # None: not screened (failed smoke, or the deadline)
+    changes_dev: bool | None = None  # None: not reached
+    screened: bool = True  # False: new, but the deadline had passed
     reason: str = ""
     reply: str = ""
 
@@ -115,71 +116,39 @@ def _stages(
         shutil.rmtree(dest, ignore_errors=True)
 
 
-async def _smoke(rt: Runtime, lineage: Lineage, cid: int) -> bool:
-    """Whether the candidate passes the smoke stage, run as the pipeline runs it; a failure
-    is recorded as its verdict."""
-    policy = rt.policy.get()
+async def _screen(loop: ImprovementLoop, cid: int) -> tuple[bool, bool | None, bool | None]:
+    """(passes smoke, passes the dev screen, changes dev behaviour) of a recorded candidate,
+    by the pipeline's own stages before the held-out test (smoke, dev screen, dev change:
+    ``BEFORE_HELDOUT``), under one policy snapshot as the pipeline takes it. Its verdict is
+    recorded; one that would go on is recorded as having reached the held-out stage."""
+    rt, lineage = loop.rt, loop.lineage
+    snapshot = rt.snapshot()
+    cand = await anyio.to_thread.run_sync(lineage.candidate, cid)
+    parent = await anyio.to_thread.run_sync(lineage.get, cand.parent_version_id)
     tree = await anyio.to_thread.run_sync(intake.materialise, lineage, cid, rt.work_dir)
-    subject = Subject(tree, f"c{cid}", candidate_id=cid, version_id=None)
-    await anyio.to_thread.run_sync(lambda: lineage.set_candidate(cid, "evaluating", "smoke"))
-    smoke = await evaluate(
-        rt,
-        subject,
-        split="smoke",
-        task_ids=rt.splits().dev[:1],
-        model=policy.models.primary,
-        keep_transcripts=True,
-    )
-    failed = [t for t in smoke.tasks if t.error in SMOKE_FAILURES]
-    if failed:
-        verdict = Verdict(
-            decision="reject",
-            stage="smoke",
-            reason=f"smoke task {failed[0].id}: {failed[0].detail}",
-        )
-        await anyio.to_thread.run_sync(
-            lambda: lineage.set_candidate(cid, "rejected", "smoke", verdict)
-        )
+    try:
+        run = CandidateEvaluation(loop.pipeline, cid, parent, tree, cand.patch, snapshot)
+        used = PolicyUsed(path=str(snapshot.path), sha256=snapshot.sha256)
+        verdict = await run_stages(BEFORE_HELDOUT, run, snapshot.policy, used)
+    finally:
         shutil.rmtree(tree.parent, ignore_errors=True)
-        return False
-    # It waits for its dev screen as the pipeline leaves it between stages; a repeat of it
-    # meanwhile is a duplicate (``TriedPrograms.refusal``), as it would be in the daemon.
-    await anyio.to_thread.run_sync(lambda: lineage.set_candidate(cid, "evaluating", "dev"))
-    return True
-
-
-async def _dev_screen(rt: Runtime, lineage: Lineage, cid: int, parent_dev: EvalReport) -> bool:
-    """Whether the candidate passes the dev screen (``[pipeline] dev_max_regression``); its
-    verdict is recorded."""
-    policy = rt.policy.get()
-    tree = await anyio.to_thread.run_sync(intake.materialise, lineage, cid, rt.work_dir)
-    subject = Subject(tree, f"c{cid}", candidate_id=cid, version_id=None)
-    dev = await evaluate(
-        rt,
-        subject,
-        split="dev",
-        task_ids=rt.splits().dev,
-        model=policy.models.primary,
-        keep_transcripts=True,
-    )
-    slack = policy.pipeline.dev_max_regression
-    screen = GateResult(
-        gate="dev_screen",
-        passed=dev.accuracy >= parent_dev.accuracy - slack,
-        measured=round(dev.accuracy - parent_dev.accuracy, 4),
-        threshold=-slack,
-        note=f"dev accuracy {dev.accuracy:.1%} vs parent {parent_dev.accuracy:.1%}",
-    )
-    stage: Stage = "heldout" if screen.passed else "dev"
-    reason = (
-        "benchmark: reached the held-out stage, which it does not run"
-        if screen.passed
-        else f"dev_screen: measured {screen.measured} vs threshold {-slack}"
-    )
-    verdict = Verdict(decision="reject", stage=stage, reason=reason, gates=[screen])
+    by_gate = {g.gate: g for g in verdict.gates if not g.skipped}
+    smoke = verdict.stage != "smoke" or not verdict.reason
+    screen = by_gate.get(Gate.DEV_SCREEN)
+    change = by_gate.get(Gate.DEV_CHANGE)
+    passed_screen = None if screen is None else screen.passed
+    changes = None if change is None else (change.measured or 0) > 0
+    reached = not verdict.failed and not verdict.reason
+    if reached:
+        verdict = Verdict.of(
+            "heldout",
+            verdict.gates,
+            reason="benchmark: reached the held-out stage, which it does not run",
+            policy=used,
+        )
+    stage = verdict.stage
     await anyio.to_thread.run_sync(lambda: lineage.set_candidate(cid, "rejected", stage, verdict))
-    shutil.rmtree(tree.parent, ignore_errors=True)
-    return screen.passed
+    return smoke, passed_screen, changes
 
 
 async def bench(
@@ -200,27 +169,24 @@ async def bench(
             loop = ImprovementLoop(rt, lineage, LoopControl())
             parent_dev = await loop.pipeline.baseline(seed, "dev", policy.models.primary)
             print(f"seed on dev: {parent_dev.accuracy:.0%} of {parent_dev.n}", flush=True)
-            while len(rows) < n:
-                ask = await loop.prepare_proposal()
-                drawn: list[tuple[Row, intake.Submitted]] = []
-                for _ in range(min(policy.proposer.samples, n - len(rows))):
-                    drawn.append(await _draw(loop, ask, store, seed, policy.patch, scratch))
-                for row, sub in drawn:
-                    if sub.accepted_for_evaluation:
-                        row.smoke = await _smoke(rt, lineage, sub.candidate_id)
-                    rows.append(row)
-                    print(json.dumps(asdict(row)), flush=True)
-            for row in rows:
-                if not row.smoke:
-                    continue
-                if dev_deadline is not None and time.monotonic() - started > dev_deadline:
-                    print(f"dev deadline: c{row.candidate} and later not screened", flush=True)
-                    break
-                row.dev_screen = await _dev_screen(rt, lineage, row.candidate, parent_dev)
-                print(
-                    json.dumps({"candidate": row.candidate, "dev_screen": row.dev_screen}),
-                    flush=True,
-                )
+            with tempfile.TemporaryDirectory() as bases:
+                while len(rows) < n:
+                    ask = await loop.prepare_proposal(Path(bases) / f"p{len(rows)}")
+                    drawn: list[tuple[Row, intake.Submitted]] = []
+                    for _ in range(min(policy.proposer.samples, n - len(rows))):
+                        drawn.append(await _draw(loop, ask, store, seed, policy.patch, scratch))
+                    for row, sub in drawn:
+                        late = (
+                            dev_deadline is not None and time.monotonic() - started > dev_deadline
+                        )
+                        if sub.accepted_for_evaluation and not late:
+                            row.smoke, row.dev_screen, row.changes_dev = await _screen(
+                                loop, sub.candidate_id
+                            )
+                        elif sub.accepted_for_evaluation:
+                            row.screened = False
+                        rows.append(row)
+                        print(json.dumps(asdict(row)), flush=True)
     finally:
         store.close()
     return rows
@@ -267,40 +233,33 @@ def summary(rows: list[Row]) -> str:
     secs = [r.seconds for r in rows]
     prompt = [r.prompt_tokens for r in rows]
     completion = [r.completion_tokens for r in rows]
-    smoked = [r for r in rows if r.smoke]
-    screened = [r for r in smoked if r.dev_screen is not None]
-    passed = sum(bool(r.dev_screen) for r in screened)
-    dev = f"{passed}/{len(rows)} ({100 * passed / len(rows):.0f} %)"
-    if len(screened) < len(smoked):  # cut short: the share is of those screened
-        dev = f"{passed} of {len(screened)} screened ({len(smoked) - len(screened)} not run)"
+    late = sum(r.new and not r.screened for r in rows)
+    reach = sum(bool(r.dev_screen) and bool(r.changes_dev) for r in rows)
     lines = [
         "| proposals | parse | apply | apply and compile | new program | pass smoke "
-        "| pass dev screen (reach held-out) |",
-        "|---|---|---|---|---|---|---|",
+        "| pass dev screen | change dev behaviour (reach held-out) |",
+        "|---|---|---|---|---|---|---|---|",
         f"| {len(rows)} | {_share(rows, 'parses')} | {_share(rows, 'applies')} "
         f"| {_share(rows, 'compiles')} | {_share(rows, 'new')} | {_share(rows, 'smoke')} "
-        f"| {dev} |",
+        f"| {_share(rows, 'dev_screen')} | {reach}/{len(rows)} ({100 * reach / len(rows):.0f} %) |",
         "",
         f"per proposal: {statistics.mean(prompt):.0f} prompt + {statistics.mean(completion):.0f} "
         f"completion tokens (mean), {statistics.mean(secs):.1f} s mean, "
         f"{statistics.median(secs):.1f} s median, {max(secs):.1f} s max",
     ]
+    if late:
+        lines.append(f"{late} new proposals not screened (--dev-deadline passed)")
     return "\n".join(lines)
 
 
 def _rows(path: Path) -> list[Row]:
-    """The rows in a run's output (``--json`` file or its printed lines), dev screens
-    included, whether or not the run finished."""
-    rows: dict[int, Row] = {}
-    for line in path.read_text().splitlines():
-        if not line.startswith("{"):
-            continue
-        data = json.loads(line)
-        if "seconds" in data:
-            rows[data["candidate"]] = Row(**data)
-        elif data["candidate"] in rows:
-            rows[data["candidate"]].dev_screen = data["dev_screen"]
-    return list(rows.values())
+    """The rows in a run's output (``--json`` file or its printed lines), whether or not the
+    run finished."""
+    return [
+        Row(**json.loads(line))
+        for line in path.read_text().splitlines()
+        if line.startswith("{") and '"seconds"' in line
+    ]
 
 
 def main() -> int:

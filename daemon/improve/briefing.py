@@ -22,6 +22,7 @@ saw the held-out figures) never reach the proposer.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection
 
@@ -32,6 +33,7 @@ from daemon.improve.proposer.search import Node
 from daemon.lineage import Candidate, Lineage, Version
 from daemon.lineage.records import AWAITING_REVIEW, REVIEW_STAGE
 from daemon.store import Store
+from daemon.verdict import Gate
 
 HELDOUT_STAGES = frozenset({"heldout", "panel", "done", "promoted", REVIEW_STAGE})
 _DUPLICATE = re.compile(r"^duplicate of c(\d+)")
@@ -167,3 +169,24 @@ def _ancestors(lineage: Lineage, live: Version) -> list[Version]:
         chain.append(cursor)
         cursor = by_id.get(cursor.parent_id) if cursor.parent_id is not None else None
     return chain
+
+
+def inert_constants(lineage: Lineage, parent: Version, base: int | None) -> set[str]:
+    """The constants (by target label) that an earlier operation-protocol candidate on the
+    same tree (``parent``, built on ``base``) set to another value with no observable
+    change on dev (stopped by the dev change gate): another value of the same constant
+    would most likely change nothing there either, so it is not offered again. Dev
+    evidence only: nothing of a held-out test enters it."""
+    found: set[str] = set()
+    for cand in lineage.candidates(parent=parent):
+        if cand.base_candidate_id != base or cand.verdict is None:
+            continue
+        if cand.verdict.failed != [Gate.DEV_CHANGE.value]:
+            continue
+        try:
+            edit = json.loads(cand.raw, strict=False)["edit"]
+        except (ValueError, KeyError, TypeError):
+            continue  # not the operation protocol's reply
+        if isinstance(edit, dict) and edit.get("op") == "set" and isinstance(edit.get("name"), str):
+            found.add(edit["name"])
+    return found

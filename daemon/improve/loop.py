@@ -15,9 +15,10 @@ import secrets
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from anyio.abc import TaskStatus
@@ -48,8 +49,13 @@ from daemon.lineage import CandidateSource, Lineage, Version
 from daemon.patches import ParseFailure, PatchRejected, Proposal, parse_proposal
 from daemon.patches.identity import fingerprint
 from daemon.patches.operations import Operation
-from daemon.patches.targets import Targets, find_targets
-from daemon.providers.base import Message
+from daemon.patches.targets import (
+    Targets,
+    find_targets,
+    reached_targets,
+    without_constants,
+)
+from daemon.providers.base import Capabilities, ChatRequest, Message
 from daemon.verdict import Verdict
 
 log = logging.getLogger("harnessd.loop")
@@ -58,6 +64,22 @@ log = logging.getLogger("harnessd.loop")
 # interrupted (an outage is not the candidate's fault, but a flapping engine must not
 # keep one candidate forever).
 MAX_REEVALUATIONS = 5
+
+
+class CountsPrompts(Protocol):
+    """What fitting a prompt needs of a model (a :class:`MeteredModel`)."""
+
+    @property
+    def ref(self) -> str: ...
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    async def prompt_tokens(self, request: ChatRequest) -> int: ...
+
+
+# The archive's place in a prompt that had to leave it out to fit the model's context.
+ARCHIVE_LEFT_OUT = "(left out: the proposer model's context is full)"
 
 
 @dataclass
@@ -478,10 +500,27 @@ class ImprovementLoop:
             protocol = "operations" if model.capabilities.structured_edits else "text"
         targets = find_targets(sources) if protocol == "operations" else None
         if targets is not None:  # a small model: the compact prompt
+            if policy.pipeline.require_dev_change:
+                # An edit of code that never ran on dev changes nothing there, so the dev
+                # change stage would stop it (and the dead-code gate reject what it adds):
+                # offer only the targets the base's dev run reached.
+                targets = reached_targets(targets, sources, dev.coverage.executed)
+                # Nor a constant that another value of already left dev unchanged.
+                base_id = None if base is None else base.candidate_id
+                inert = await anyio.to_thread.run_sync(
+                    briefing.inert_constants, self.lineage, parent, base_id
+                )
+                targets = without_constants(targets, inert)
             archive_text = await anyio.to_thread.run_sync(
                 self._archive, parent, policy.proposer.archive_tokens, False
             )
-            messages = build_prompt(sources, dev, failures, archive_text, targets)
+            shown = targets
+
+            def compact(failed: list[FailedTask], archived: str) -> list[Message]:
+                return build_prompt(sources, dev, failed, archived, shown)
+
+            reserve = min(policy.proposer.max_tokens, edit_protocol.REPLY_TOKENS)
+            messages = await fitted_prompt(model, reserve, compact, failures, archive_text)
             return Ask(parent, model, messages, sources, targets, base)
         # A capable model: whole transcripts first, then the archive with whole diffs in
         # what is left of [proposer] context_tokens (at least archive_tokens).
@@ -489,7 +528,13 @@ class ImprovementLoop:
         failed = failures_within(failures, budget)
         archive_budget = max(policy.proposer.archive_tokens, budget - tokens_of(failed))
         archive_text = await anyio.to_thread.run_sync(self._archive, parent, archive_budget, True)
-        messages = build_prompt(sources, dev, failures, archive_text, failures_text=failed)
+
+        def whole(chosen: list[FailedTask], archived: str) -> list[Message]:
+            text = failed if len(chosen) == len(failures) else failures_within(chosen, budget)
+            return build_prompt(sources, dev, chosen, archived, failures_text=text)
+
+        reserve = policy.proposer.max_tokens
+        messages = await fitted_prompt(model, reserve, whole, failures, archive_text)
         return Ask(parent, model, messages, sources, targets, base)
 
     async def sample(self, ask: Ask) -> intake.Submitted | None:
@@ -568,6 +613,42 @@ class ImprovementLoop:
             budget_tokens=budget_tokens,
             full=full,
         )
+
+
+async def fitted_prompt(
+    model: CountsPrompts,
+    reserve: int,
+    build: Callable[[list[FailedTask], str], list[Message]],
+    failures: list[FailedTask],
+    archive_text: str,
+) -> list[Message]:
+    """The prompt ``build`` makes, fitted to the proposer model's context window with
+    ``reserve`` tokens left for the reply: failed tasks are left out from the last one
+    first, then the archive. A model whose window is unknown gets the whole prompt."""
+    limit = model.capabilities.context_tokens
+    if limit is None:
+        return build(failures, archive_text)
+    shown = list(failures)
+    while True:
+        messages = build(shown, archive_text)
+        request = proposal_request(messages, max_tokens=reserve, temperature=0.0)
+        size = await model.prompt_tokens(request)
+        if size + reserve <= limit:
+            return messages
+        if shown:
+            shown.pop()
+        elif archive_text != ARCHIVE_LEFT_OUT:
+            archive_text = ARCHIVE_LEFT_OUT
+        else:
+            log.warning(
+                "the proposer's prompt has %d tokens with no failed task and no archive; "
+                "%s holds %d with %d for the reply: raise [local] n_ctx",
+                size,
+                model.ref,
+                limit,
+                reserve,
+            )
+            return messages
 
 
 def _encoded(sources: dict[str, str]) -> dict[str, bytes]:

@@ -681,3 +681,6 @@ STAGES: tuple[PipelineStage[CandidateEvaluation], ...] = (
     PipelineStage("panel", "panel", lambda p: (Gate.PANEL,), CandidateEvaluation.panel),
 )
 """The stages in the order they run; a verdict lists their gates in this order."""
+
+BEFORE_HELDOUT = tuple(s for s in STAGES if s.stage not in ("heldout", "panel"))
+"""The stages before the held-out test: what a candidate must pass to take a held-out slot."""

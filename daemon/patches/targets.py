@@ -19,7 +19,7 @@ import io
 import math
 import tokenize
 import warnings
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -248,3 +248,55 @@ def find_targets(sources: Mapping[str, str]) -> Targets:
         c if names.count(c.name) == 1 else replace(c, label=f"{c.file}:{c.name}") for c in constants
     )
     return Targets(labelled, tuple(statements))
+
+
+def _statement_uses(tree: ast.Module) -> dict[str, set[int]]:
+    """Each name read in the module, by the first lines of the statements that read it (a
+    name inside a nested statement's body counts for that statement, not for its parent)."""
+    uses: dict[str, set[int]] = {}
+
+    def expressions(node: ast.AST, line: int) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                continue  # its own statement, visited by the walk with its own line
+            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
+                uses.setdefault(child.id, set()).add(line)
+            elif isinstance(child, ast.Attribute) and isinstance(child.ctx, ast.Load):
+                uses.setdefault(child.attr, set()).add(line)  # another module's NAME
+            expressions(child, line)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt):
+            decorators = getattr(node, "decorator_list", [])
+            expressions(node, min([node.lineno, *(d.lineno for d in decorators)]))
+    return uses
+
+
+def reached_targets(
+    targets: Targets, sources: Mapping[str, str], executed: Mapping[str, Iterable[int]]
+) -> Targets:
+    """The targets through which an edit can change what the harness does on runs that
+    executed ``executed`` (``{file: statement lines that ran}``, a dev report's coverage):
+    statements that ran (a line put in or before one that never ran never runs either, and
+    the dead-code gate rejects it), and constants read by a statement that ran. With no
+    executed line at all (no coverage was recorded) every target is kept."""
+    ran = {file: set(lines) for file, lines in executed.items()}
+    if not any(ran.values()):
+        return targets
+    reads: dict[str, set[tuple[str, int]]] = {}
+    for file in sorted(sources):
+        tree = _parse(sources[file]) if file.endswith(".py") else None
+        for name, lines in ({} if tree is None else _statement_uses(tree)).items():
+            reads.setdefault(name, set()).update((file, line) for line in lines)
+    constants = tuple(
+        c
+        for c in targets.constants
+        if any(line in ran.get(file, ()) for file, line in reads.get(c.name, ()))
+    )
+    statements = tuple(s for s in targets.statements if s.line in ran.get(s.file, ()))
+    return Targets(constants, statements)
+
+
+def without_constants(targets: Targets, labels: Collection[str]) -> Targets:
+    """``targets`` less the constants named by ``labels``."""
+    return Targets(tuple(c for c in targets.constants if c.label not in labels), targets.statements)

@@ -84,6 +84,9 @@ class Capabilities:
     # A small model that writes parseable edits only under a grammar: ask it for JSON edits
     # (a response schema) rather than free-text search/replace blocks.
     structured_edits: bool = False
+    # The context window in tokens (prompt and reply together), where the provider knows it
+    # and enforces it: a caller that builds long prompts (the proposer) fits them to it.
+    context_tokens: int | None = None
 
 
 def estimated_prompt_tokens(request: ChatRequest) -> int:

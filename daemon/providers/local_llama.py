@@ -264,13 +264,12 @@ def parse_reply(request: ChatRequest, text: str, finish: str, model: str) -> Cha
 class LocalProvider:
     """A local GGUF model; calls are serialised and run in a worker thread."""
 
-    capabilities = Capabilities(structured_edits=True)
-
     def __init__(self, ref: str, path: Path | None, settings: LoadedSettings) -> None:
         self.ref = ref
         self._path = path
         self._settings = settings
         self._cfg = settings.settings.local
+        self.capabilities = Capabilities(structured_edits=True, context_tokens=self._cfg.n_ctx)
         # Callers queue here, not in worker threads: a waiting call holds no thread and can
         # be cancelled. (The model's own lock also serialises refs that share one file.)
         self._turn = anyio.CapacityLimiter(1)

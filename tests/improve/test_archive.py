@@ -269,3 +269,20 @@ def test_a_repeat_is_refused_unless_the_first_was_cut_short(
     if refused:
         assert again.verdict is not None
         assert again.verdict.reason == f"duplicate of c{first}; not evaluated again"
+
+
+def test_a_constant_that_left_dev_unchanged_is_not_offered_again(
+    world: tuple[Store, Lineage, Version], tmp_path: Path
+) -> None:
+    """After MAX_STEPS 4 -> 5 changed nothing on dev (BFCL simple takes one step), no other
+    value of MAX_STEPS is offered on that tree; a constant whose change failed elsewhere
+    (the dev screen), and one on another base, still is."""
+    _, lineage, seed = world
+    no_change = GateResult(gate="dev_change", passed=False, measured=0.0, threshold=1.0)
+    worse = GateResult(gate="dev_screen", passed=False, measured=-0.3, threshold=-0.1)
+    for name, value, gate in (("MAX_STEPS", 5, no_change), ("MAX_TOKENS", 256, worse)):
+        cid = _propose(lineage, seed, tmp_path / name, name, value)
+        verdict = Verdict.of("dev", [gate], reason="stopped")
+        lineage.set_candidate(cid, "rejected", "dev", verdict)
+    assert briefing.inert_constants(lineage, seed, None) == {"MAX_STEPS"}
+    assert briefing.inert_constants(lineage, seed, base=1) == set()

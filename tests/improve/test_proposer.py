@@ -8,6 +8,7 @@ import pytest
 
 from daemon.evaluation.coverage import NeverExecuted
 from daemon.evaluation.report import CoverageReport, EvalReport, TaskResult, build_report
+from daemon.improve.loop import ARCHIVE_LEFT_OUT, fitted_prompt
 from daemon.improve.proposer.prompt import (
     FailedTask,
     build_prompt,
@@ -16,7 +17,7 @@ from daemon.improve.proposer.prompt import (
     tokens_of,
 )
 from daemon.patches.targets import find_targets
-from daemon.providers.base import Message
+from daemon.providers.base import Capabilities, ChatRequest, Message, estimated_prompt_tokens
 
 pytestmark = pytest.mark.unit
 
@@ -125,3 +126,52 @@ def test_a_capable_proposer_sees_whole_transcripts_within_the_budget() -> None:
     compact = build_prompt(sources, _report("dev"), failures, "x", find_targets(sources))
     body = compact[1].content or ""
     assert "task 0 step 0" in body and "task 0 step 1" not in body
+
+
+class _Window:
+    """A model with a known context window that counts a prompt as the daemon's estimate."""
+
+    ref = "local:window"
+
+    def __init__(self, tokens: int) -> None:
+        self.capabilities = Capabilities(structured_edits=True, context_tokens=tokens)
+        self.counted: list[int] = []
+
+    async def prompt_tokens(self, request: ChatRequest) -> int:
+        self.counted.append(estimated_prompt_tokens(request))
+        return self.counted[-1]
+
+
+@pytest.mark.anyio
+async def test_the_prompt_is_fitted_to_the_proposer_models_context() -> None:
+    """A prompt too long for the window loses failed tasks from the last one first, then the
+    archive, so the reply keeps its reserve (a reply cut short is no JSON and is lost)."""
+    sources = {"harness.py": SEED.read_text()}
+    targets = find_targets(sources)
+    failures = [_long_failure(i, 1) for i in range(4)]
+    archive_text = "c3 on v0001 (proposer): not promoted " * 40
+
+    def build(chosen: list[FailedTask], archived: str) -> list[Message]:
+        return build_prompt(sources, _report("dev"), chosen, archived, targets)
+
+    def size(chosen: list[FailedTask], archived: str) -> int:
+        request = proposal_request(build(chosen, archived), max_tokens=1, temperature=0.0)
+        return estimated_prompt_tokens(request)
+
+    reserve = 400
+    roomy = _Window(size(failures, archive_text) + reserve)
+    assert await fitted_prompt(roomy, reserve, build, failures, archive_text) == build(
+        failures, archive_text
+    )
+    two = _Window(size(failures[:2], archive_text) + reserve)
+    fitted = await fitted_prompt(two, reserve, build, failures, archive_text)
+    assert fitted == build(failures[:2], archive_text)
+    assert max(two.counted[:-1]) + reserve > two.capabilities.context_tokens  # type: ignore[operator]
+    bare = _Window(size([], ARCHIVE_LEFT_OUT) + reserve)
+    fitted = await fitted_prompt(bare, reserve, build, failures, archive_text)
+    assert fitted == build([], ARCHIVE_LEFT_OUT)
+    # Too small for the source alone: the shortest prompt, and the provider says why.
+    tiny = _Window(100)
+    assert await fitted_prompt(tiny, reserve, build, failures, archive_text) == build(
+        [], ARCHIVE_LEFT_OUT
+    )

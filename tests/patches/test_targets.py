@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from daemon.patches.operations import (
     SetConstant,
     apply_operation,
 )
-from daemon.patches.targets import find_targets
+from daemon.patches.targets import find_targets, reached_targets
 from daemon.patches.tree import render_git_diff
 
 pytestmark = pytest.mark.unit
@@ -163,3 +165,60 @@ def test_fingerprint_ignores_comments_and_layout_but_not_code() -> None:
     assert fingerprint({**base, "notes.md": b"y"}) != fingerprint(base)
     diff = render_git_diff(base, {**base, "harness.py": changed.encode()})
     assert patched_fingerprint(base, diff) == fingerprint({**base, "harness.py": changed.encode()})
+
+
+def _lines_run(source: str, task: dict[str, object]) -> set[int]:
+    """The lines of ``source`` that run when its ``solve`` answers ``task`` (a model that
+    calls the task's first tool once)."""
+    module = types.ModuleType("traced_harness")
+    code = compile(source, "traced_harness.py", "exec")
+    ran: set[int] = set()
+
+    def trace(frame: types.FrameType, event: str, arg: object) -> object:
+        if frame.f_code.co_filename == "traced_harness.py" and event == "line":
+            ran.add(frame.f_lineno)
+        return trace
+
+    class Model:
+        def chat(self, messages: object, **kwargs: object) -> dict[str, object]:
+            return {"content": "", "tool_calls": [{"id": "1", "name": "f", "arguments": {}}]}
+
+    ctx = types.SimpleNamespace(model=Model(), ToolError=RuntimeError)
+    sys.settrace(trace)
+    try:
+        exec(code, module.__dict__)
+        module.solve(task, ctx)
+    finally:
+        sys.settrace(None)
+    return ran
+
+
+def test_reached_targets_leave_out_what_a_run_never_reached() -> None:
+    # The seed on a function-call task (BFCL's kind): no fenced code is extracted and no
+    # tool result is added, so CODE_BLOCK and the lines of extract_code and add_tool_result
+    # cannot change what it does there.
+    task = {"kind": "function_call", "prompt": [{"role": "user", "content": "q"}], "tools": []}
+    ran = _lines_run(SEED, task)
+    targets = find_targets({"harness.py": SEED})
+    reached = reached_targets(targets, {"harness.py": SEED}, {"harness.py": ran})
+    assert [c.label for c in reached.constants] == ["MAX_STEPS", "MAX_TOKENS", "INSTRUCTIONS"]
+    lines = SEED.split("\n")
+    never = {
+        s.line
+        for s in targets.statements
+        if "CODE_BLOCK.findall" in lines[s.line - 1] or "json.dumps(result)" in lines[s.line - 1]
+    }
+    assert len(never) == 2
+    assert never.isdisjoint(s.line for s in reached.statements)
+    assert {s.line for s in reached.statements} == {s.line for s in targets.statements} & ran
+    # On a code task the pattern is read, so it is offered again.
+    code_task = {**task, "kind": "code"}
+    ran_code = _lines_run(SEED, code_task)
+    again = reached_targets(targets, {"harness.py": SEED}, {"harness.py": ran_code})
+    assert "CODE_BLOCK" in [c.label for c in again.constants]
+
+
+def test_reached_targets_keep_everything_when_no_coverage_was_recorded() -> None:
+    targets = find_targets({"harness.py": SEED})
+    assert reached_targets(targets, {"harness.py": SEED}, {}) == targets
+    assert reached_targets(targets, {"harness.py": SEED}, {"harness.py": []}) == targets

@@ -37,6 +37,10 @@ RATIONALE_CHARS = 200
 CODE_CHARS = 120
 # Under the static stage's longest-encoded-run screen, so that prose never trips it.
 TEXT_CHARS = 240
+# What a reply may need at most, kept free of the prompt in the model's context: the longest
+# the schema allows (a text value and a rationale, framing) at a pessimistic 1.5 characters
+# a token. A reply cut short is no JSON and is lost.
+REPLY_TOKENS = 400
 
 SYSTEM = """\
 You improve an agent harness: the Python code around a language model that solves tasks.
