@@ -133,13 +133,12 @@ async def _screen(loop: ImprovementLoop, cid: int) -> tuple[bool, bool | None, b
     finally:
         shutil.rmtree(tree.parent, ignore_errors=True)
     by_gate = {g.gate: g for g in verdict.gates if not g.skipped}
-    smoke = verdict.stage != "smoke" or not verdict.reason
+    smoke = verdict.stage != "smoke"  # smoke stops a candidate only by refusing it
     screen = by_gate.get(Gate.DEV_SCREEN)
     change = by_gate.get(Gate.DEV_CHANGE)
     passed_screen = None if screen is None else screen.passed
     changes = None if change is None else (change.measured or 0) > 0
-    reached = not verdict.failed and not verdict.reason
-    if reached:
+    if verdict.decision == "accept":  # it would go on to the held-out test
         verdict = Verdict.of(
             "heldout",
             verdict.gates,
