@@ -22,16 +22,18 @@ saw the held-out figures) never reach the proposer.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Collection
 
 from daemon.evaluation import results
 from daemon.evaluation.report import EvalReport
+from daemon.improve.proposer import edit_protocol
 from daemon.improve.proposer.archive import ArchiveEntry
 from daemon.improve.proposer.search import Node
 from daemon.lineage import Candidate, Lineage, Version
 from daemon.lineage.records import AWAITING_REVIEW, REVIEW_STAGE
+from daemon.patches import ParseFailure
+from daemon.patches.operations import SetConstant
 from daemon.store import Store
 from daemon.verdict import Gate
 
@@ -183,10 +185,7 @@ def inert_constants(lineage: Lineage, parent: Version, base: int | None) -> set[
             continue
         if cand.verdict.failed != [Gate.DEV_CHANGE.value]:
             continue
-        try:
-            edit = json.loads(cand.raw, strict=False)["edit"]
-        except (ValueError, KeyError, TypeError):
-            continue  # not the operation protocol's reply
-        if isinstance(edit, dict) and edit.get("op") == "set" and isinstance(edit.get("name"), str):
-            found.add(edit["name"])
+        read = edit_protocol.read_reply(cand.raw)
+        if not isinstance(read, ParseFailure) and isinstance(read[0], SetConstant):
+            found.add(read[0].target)
     return found

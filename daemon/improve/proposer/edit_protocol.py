@@ -165,19 +165,27 @@ def _operation(edit: Any) -> Operation:
     raise KeyError(f"unknown op {op!r}")
 
 
+def read_reply(content: str) -> tuple[Operation, str] | ParseFailure:
+    """A reply's operation and rationale, or a ParseFailure when it is not the protocol's
+    JSON (e.g. cut off, or another protocol's text)."""
+    try:
+        # Not strict: llama.cpp's JSON grammar lets raw control characters into strings.
+        data = json.loads(content, strict=False)
+        return _operation(data["edit"]), str(data.get("rationale", "")).strip()
+    except (ValueError, KeyError, TypeError) as exc:
+        return ParseFailure(f"not an edit operation ({exc})", content)
+
+
 def to_proposal(
     content: str, sources: Mapping[str, str], targets: Targets
 ) -> Proposal | ParseFailure | PatchRejected:
     """The reply as a patch of ``sources``: a Proposal (a normalised diff), a ParseFailure
     when it is not the protocol's JSON (e.g. cut off), or PatchRejected when the operation
     cannot be carried out (its reason says why)."""
-    try:
-        # Not strict: llama.cpp's JSON grammar lets raw control characters into strings.
-        data = json.loads(content, strict=False)
-        op = _operation(data["edit"])
-        rationale = str(data.get("rationale", "")).strip()
-    except (ValueError, KeyError, TypeError) as exc:
-        return ParseFailure(f"not an edit operation ({exc})", content)
+    read = read_reply(content)
+    if isinstance(read, ParseFailure):
+        return read
+    op, rationale = read
     try:
         file, new_text = apply_operation(sources, targets, op)
     except PatchRejected as exc:
