@@ -49,10 +49,15 @@ TOKEN_MIXTURE = BetMixture(
 """Bets on relative token savings, which are small but numerous; a flat prior over scales."""
 
 FUTILITY_MIXTURE = BetMixture(
-    fractions=(0.9, 0.6, 0.35, 0.15),
-    weights=(0.25, 0.25, 0.25, 0.25),
+    fractions=(0.98, 0.9, 0.6, 0.3),
+    weights=(0.4, 0.3, 0.2, 0.1),
 )
-"""Bets against the alternative; only cost and power depend on this choice."""
+"""Bets against the alternative; only cost and power depend on this choice.  Most weight on
+bold bets: a candidate that ties its parent produces almost no discordant pairs, and against
+a protected gain of a few points only a bet close to the whole wealth per concordant task
+reaches 1/beta in tens of tasks rather than hundreds.  That is what frees a held-out slot
+quickly for the next candidate; the price (a little power at gains near the protected size)
+is in DESIGN.md's power table."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -200,7 +205,9 @@ class RuleKnobs:
     "better in some dimension" average.  honesty_tolerance / honesty_bound: the veto.
     futility_level: beta of the futility e-processes.  futility_accuracy_floor: accuracy
     difference whose power the "below parent" rule protects.  futility_*_gain: gains whose
-    power the "no dimension improves" rule protects.  The mixtures set the bets.
+    power the "no dimension improves" rule protects (the accuracy one is a policy key: it
+    trades how soon a tie frees its slot against power near that gain).  The mixtures set
+    the bets.
 
     The knobs a policy sets (``[acceptance]`` and ``[gates.honesty]``) have no default here:
     their one source of defaults is the policy (``daemon.config.policy``, documented in
@@ -218,9 +225,9 @@ class RuleKnobs:
     honesty_bound: float
     futility: bool
     futility_level: float
+    futility_accuracy_gain: float
     curtailment: bool = True
     futility_accuracy_floor: float = 0.0
-    futility_accuracy_gain: float = 0.03
     futility_token_gain: float = 0.1
     futility_honesty_gain: float = 0.05
     sign_mixture: BetMixture = SIGN_MIXTURE
@@ -237,6 +244,8 @@ class RuleKnobs:
             raise ValueError("margin must lie in (0, 1)")
         if not 0.0 < self.futility_level < 1.0:
             raise ValueError("futility_level must lie in (0, 1)")
+        if not 0.0 < self.futility_accuracy_gain < 1.0:
+            raise ValueError("futility_accuracy_gain must lie in (0, 1)")
 
     @cached_property
     def tests(self) -> RuleTests:

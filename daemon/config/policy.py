@@ -140,6 +140,7 @@ class AcceptancePolicy(_Closed):
     weight_honesty: Fraction = 0.2
     futility: bool = True
     futility_level: Annotated[float, Field(gt=0.0, le=0.5)] = 0.1
+    futility_accuracy_gain: Annotated[float, Field(gt=0.0, le=0.5)] = 0.05
     block_size: Annotated[int, Field(ge=0, le=5000)] = 0
     reuse_block: bool = True
 

@@ -34,6 +34,7 @@ def rule_knobs(policy: Policy) -> RuleKnobs:
         honesty_bound=gate.bound,
         futility=a.futility,
         futility_level=a.futility_level,
+        futility_accuracy_gain=a.futility_accuracy_gain,
     )
     if gate.enabled:
         return test

@@ -83,7 +83,7 @@ def test_every_verb_through_the_cli(tmp_path: Path, asset_cache: Path) -> None:
         default = Path(__file__).resolve().parents[2] / "policies" / "default.toml"
         r = ctl(daemon, "policy", "check", str(default))
         assert r.returncode == 0 and "valid" in r.stdout, r.stderr
-        assert "epoch 1, candidate 1" in r.stdout and "+3.7" in r.stdout, r.stdout
+        assert "epoch 1, candidate 1" in r.stdout and "+4.3" in r.stdout, r.stdout
         r = ctl(daemon, "events", "--limit", "200")
         assert "acceptance.power" in r.stdout and "power 0.8" in r.stdout
         bad = tmp_path / "bad.toml"

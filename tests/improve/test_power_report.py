@@ -24,7 +24,10 @@ def test_the_default_policy_detects_five_points_with_no_losses() -> None:
     assert first.label == "epoch 1, candidate 1" and first.block == 380
     assert first.gain_no_losses <= 0.05 and first.power_at_5 >= 0.8
     assert [r.gain_no_losses for r in rows[:4]] == sorted(r.gain_no_losses for r in rows[:4])
-    assert rows[-1].label.startswith("epoch 2") and rows[-1].gain_no_losses <= 0.05
+    # After a promotion (a reused block, a smaller alpha share) the bar is a little above
+    # 5 points (+5.1): futility protects 5 points, so power right at that gain is traded
+    # for freeing a tied candidate's slot sooner (DESIGN.md, "Power you can state").
+    assert rows[-1].label.startswith("epoch 2") and rows[-1].gain_no_losses <= 0.052
     # A small pool cannot: the table says so instead of promising anything.
     small = power_rows(Policy.model_validate({"suite": {"heldout_size": 40}}), 40)
     assert small[0].gain_no_losses > 0.1
@@ -42,7 +45,7 @@ def test_harnessd_policy_check_prints_the_table() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "policies/default.toml: valid" in proc.stdout
-    assert "epoch 1, candidate 1" in proc.stdout and "+3.7" in proc.stdout
+    assert "epoch 1, candidate 1" in proc.stdout and "+4.3" in proc.stdout
 
 
 def test_the_table_is_computed_once_per_settings_and_handed_out_as_a_copy() -> None:
