@@ -1,5 +1,6 @@
 """Shared by the benchmarks: a throw-away state dir over the project's asset cache, a policy
-from text, timing and ratio printing, and a provider wrapper that records every call.
+from text, timing and ratio printing, a provider wrapper that records every call, the
+machine's load and stolen CPU time, and the BFCL tasks the model benchmarks use.
 
 Benchmarks print ratios of variants measured side by side in one run, never absolute times
 against a threshold: the machine may be shared, and only a ratio inside one run means much.
@@ -26,6 +27,8 @@ from daemon.config.policy import Policy, parse_policy  # noqa: E402
 from daemon.config.reload import PolicyHolder  # noqa: E402
 from daemon.config.settings import DEFAULT_STATE_DIR, LoadedSettings, load_settings  # noqa: E402
 from daemon.providers.base import ChatRequest, ChatResponse, Provider  # noqa: E402
+from daemon.suites import load_suite  # noqa: E402
+from daemon.suites.splits import split  # noqa: E402
 
 
 def machine() -> str:
@@ -34,6 +37,38 @@ def machine() -> str:
         f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"load average {load[0]:.1f} at start"
     )
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, as "0.82 1.10 1.35"."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def cpu_times() -> tuple[int, int]:
+    """(steal, total) jiffies of all CPUs since boot, from /proc/stat; (0, 0) where there is
+    none. Steal is time the hypervisor gave this VM's CPUs to someone else: on a shared host
+    it slows the model as much as a local load would, while the load average does not show
+    it, so benchmarks print it beside the load."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()
+    except OSError:
+        return 0, 0
+    # cpu user nice system idle iowait irq softirq steal guest guest_nice; guest time is
+    # already counted in user, so the total stops at steal.
+    values = [int(v) for v in fields[1:9]]
+    return (values[7] if len(values) > 7 else 0), sum(values)
+
+
+def steal_percent(before: tuple[int, int], after: tuple[int, int]) -> str:
+    """The share of CPU time stolen between two :func:`cpu_times` readings, as "13 %"."""
+    total = after[1] - before[1]
+    return "n/a" if total <= 0 else f"{100 * (after[0] - before[0]) / total:.0f} %"
+
+
+def bfcl_simple_tasks(count: int) -> list[str]:
+    """``count`` BFCL simple task ids, the same ones in every run of every model benchmark."""
+    ids = load_suite("bfcl:simple", asset_cache()).task_ids()
+    return split(ids, seed="bench", dev_size=2, heldout_size=count).heldout
 
 
 def asset_cache() -> Path:

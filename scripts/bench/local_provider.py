@@ -36,12 +36,11 @@ import time
 from collections import defaultdict
 
 import anyio
-from common import asset_cache, bench_settings, machine, median
+from common import asset_cache, bench_settings, bfcl_simple_tasks, machine, median
 
 from daemon.providers.base import ChatRequest, Message
 from daemon.providers.local_llama import LocalProvider, to_chat_messages
 from daemon.suites import load_suite
-from daemon.suites.splits import split
 
 SCHEMA = {
     "type": "object",
@@ -71,12 +70,7 @@ def _load() -> str:
 async def main(args: argparse.Namespace) -> None:
     print(f"machine: {machine()}")
     print(f"before: {_load()}")
-    ids = split(
-        load_suite("bfcl:simple", asset_cache()).task_ids(),
-        seed="bench",
-        dev_size=2,
-        heldout_size=args.tasks,
-    ).heldout
+    ids = bfcl_simple_tasks(args.tasks)
     requests = _requests(ids, args.max_tokens)
     seconds: dict[str, list[float]] = defaultdict(list)
     per_token: dict[str, list[float]] = defaultdict(list)

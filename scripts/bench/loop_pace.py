@@ -31,35 +31,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from common import cpu_times, load_average, steal_percent  # noqa: E402
+
 from daemon.evaluation.report import stored_report  # noqa: E402
 from daemon.improve.pipeline import changed_tasks  # noqa: E402
 from daemon.verdict import Gate, Verdict  # noqa: E402
 
 HELDOUT_STAGES = ("heldout", "panel")
-
-
-def _load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def _cpu_times() -> tuple[int, int]:
-    """(steal, total) jiffies of all CPUs since boot, from /proc/stat; (0, 0) where there is
-    none. Steal is time the hypervisor gave this VM's CPUs to someone else: on a shared host
-    it slows the model as much as a local load would, while the load average does not show
-    it, so the figures are printed beside it."""
-    try:
-        fields = Path("/proc/stat").read_text().splitlines()[0].split()
-    except OSError:
-        return 0, 0
-    # cpu user nice system idle iowait irq softirq steal guest guest_nice; guest time is
-    # already counted in user, so the total stops at steal.
-    values = [int(v) for v in fields[1:9]]
-    return (values[7] if len(values) > 7 else 0), sum(values)
-
-
-def _steal_share(before: tuple[int, int], after: tuple[int, int]) -> float | None:
-    total = after[1] - before[1]
-    return None if total <= 0 else (after[0] - before[0]) / total
 
 
 def _dev_report(db: sqlite3.Connection, column: str, value: int) -> Any:
@@ -125,8 +103,8 @@ def run(minutes: float, work: Path) -> Path:
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     ctl = [sys.executable, "-m", "daemon.control.ctl", "--state-dir", str(state)]
-    print(f"load at start: {_load()}", flush=True)
-    first = last = _cpu_times()
+    print(f"load at start: {load_average()}", flush=True)
+    first = last = cpu_times()
     with (work / "daemon.log").open("w") as log:
         daemon = subprocess.Popen(
             [sys.executable, "-m", "daemon.cli", "--config", str(config), "serve"],
@@ -146,21 +124,16 @@ def run(minutes: float, work: Path) -> Path:
         deadline = time.monotonic() + 60 * minutes
         while time.monotonic() < deadline and daemon.poll() is None:
             time.sleep(30)
-            now = _cpu_times()
-            steal = _percent(last, now)
-            print(f"{time.strftime('%H:%M:%S')} load {_load()} steal {steal}", flush=True)
+            now = cpu_times()
+            steal = steal_percent(last, now)
+            print(f"{time.strftime('%H:%M:%S')} load {load_average()} steal {steal}", flush=True)
             last = now
-        print(f"load at end: {_load()}", flush=True)
-        print(f"CPU steal over the run: {_percent(first, _cpu_times())}", flush=True)
+        print(f"load at end: {load_average()}", flush=True)
+        print(f"CPU steal over the run: {steal_percent(first, cpu_times())}", flush=True)
     finally:
         subprocess.run([*ctl, "stop"], capture_output=True, env=env, timeout=120)
         daemon.wait(timeout=120)
     return state
-
-
-def _percent(before: tuple[int, int], after: tuple[int, int]) -> str:
-    share = _steal_share(before, after)
-    return "n/a" if share is None else f"{100 * share:.0f} %"
 
 
 def main() -> int:

@@ -25,27 +25,23 @@ import argparse
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import llama_cpp
-from common import asset_cache, machine, median
+from common import (
+    asset_cache,
+    bfcl_simple_tasks,
+    cpu_times,
+    load_average,
+    machine,
+    median,
+    steal_percent,
+)
 
 from daemon.config import assets
 from daemon.providers.base import ChatRequest
 from daemon.providers.local_llama import to_chat_messages
 from daemon.suites import load_suite
-from daemon.suites.splits import split
-
-
-def _cpu_times() -> tuple[int, int]:
-    """(steal, total) jiffies since boot (/proc/stat); see loop_pace.py."""
-    values = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:9]]
-    return values[7], sum(values)
-
-
-def _load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def _messages(task_ids: list[str]) -> list[list[dict[str, Any]]]:
@@ -65,13 +61,7 @@ def _answer(llama: llama_cpp.Llama, messages: list[dict[str, Any]], max_tokens: 
 def main(args: argparse.Namespace) -> None:
     print(f"machine: {machine()}")
     cores = os.cpu_count() or 1
-    ids = split(
-        load_suite("bfcl:simple", asset_cache()).task_ids(),
-        seed="bench",
-        dev_size=2,
-        heldout_size=args.tasks,
-    ).heldout
-    prompts = _messages(ids)
+    prompts = _messages(bfcl_simple_tasks(args.tasks))
     path = str(assets.embedded_model(asset_cache()))
 
     def load(threads: int) -> llama_cpp.Llama:
@@ -113,13 +103,12 @@ def main(args: argparse.Namespace) -> None:
         "2 instances x 1 thread": two_at_a_time,
     }
     seconds: dict[str, list[float]] = {name: [] for name in arrangements}
-    print(f"before: load {_load()}")
-    cpu_before = _cpu_times()
+    print(f"before: load {load_average()}")
+    cpu_before = cpu_times()
     for _ in range(args.rounds):
         for name, measure in arrangements.items():
             seconds[name].append(measure())
-    cpu_after = _cpu_times()
-    steal = (cpu_after[0] - cpu_before[0]) / max(cpu_after[1] - cpu_before[1], 1)
+    steal = steal_percent(cpu_before, cpu_times())
     print(
         f"{len(prompts)} BFCL simple prompts, max_tokens {args.max_tokens}, greedy, "
         f"{args.rounds} round(s)"
@@ -129,7 +118,7 @@ def main(args: argparse.Namespace) -> None:
     for name, values in seconds.items():
         s = median(values)
         print(f"  {name:<26} {s:>10.3f} {base / s:>10.2f}x")
-    print(f"after: load {_load()}; CPU steal during the run {100 * steal:.0f} %")
+    print(f"after: load {load_average()}; CPU steal during the run {steal}")
 
 
 if __name__ == "__main__":
