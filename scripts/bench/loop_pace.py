@@ -8,8 +8,10 @@ Figures, from the state dir's events and evaluations: minutes from start to the 
 held-out verdict, held-out verdicts per hour, held-out slots spent on no-ops (candidates
 whose dev behaviour equals their parent's on every dev task, by the pipeline's own
 ``changed_tasks``), candidates stopped with "no observable change on dev" (slots saved),
-promotions, and the load average at start and end and the share of CPU time the hypervisor
-stole (the machine is shared: report both).
+promotions (and how many of them were the loop's own proposals), the held-out stage's wall
+seconds per paired task (how fast the machine ran the tests), and the load average at
+start and end and the share of CPU time the hypervisor stole (the machine is shared:
+report both).
 
 Usage: .venv/bin/python scripts/bench/loop_pace.py [--minutes 60] [--workdir DIR]
        .venv/bin/python scripts/bench/loop_pace.py --state DIR    # figures only
@@ -77,6 +79,24 @@ def figures(state: Path) -> dict[str, Any]:
     for (text,) in db.execute("SELECT verdict FROM candidates WHERE verdict IS NOT NULL"):
         saved += Verdict.model_validate_json(text).failed == [Gate.DEV_CHANGE.value]
     hours = (end - start) / 3600
+    # The held-out stage's wall time per paired task: each candidate's held-out run (the
+    # parent ran beside it, or was read from the epoch's cache) over the tasks it consumed.
+    span = tasks = 0.0
+    for started, finished, report in db.execute(
+        "SELECT started, finished, report FROM evaluations WHERE split = 'heldout' "
+        "AND candidate_id IS NOT NULL AND finished IS NOT NULL AND report IS NOT NULL"
+    ):
+        span += finished - started
+        tasks += len(stored_report(report).tasks)
+    own = sum(
+        1
+        for _, kind, d in events
+        if kind == "version.promoted"
+        and db.execute(
+            "SELECT source FROM candidates WHERE id = ?", (d.get("candidate"),)
+        ).fetchone()
+        == ("proposer",)
+    )
     return {
         "minutes_run": round((end - start) / 60, 1),
         "minutes_to_first_heldout_verdict": (
@@ -88,6 +108,8 @@ def figures(state: Path) -> dict[str, Any]:
         "heldout_slots_on_noops": noops,
         "stopped_no_change_on_dev": saved,
         "promotions": sum(1 for _, kind, _ in events if kind == "version.promoted"),
+        "promotions_of_the_loops_own_proposals": own,
+        "heldout_seconds_per_paired_task": round(span / tasks, 1) if tasks else None,
         "candidates": db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0],
     }
 
