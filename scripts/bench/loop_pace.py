@@ -37,6 +37,7 @@ from common import cpu_times, load_average, steal_percent  # noqa: E402
 
 from daemon.evaluation.report import stored_report  # noqa: E402
 from daemon.improve.pipeline import changed_tasks  # noqa: E402
+from daemon.lineage.records import CandidateSource  # noqa: E402
 from daemon.verdict import Gate, Verdict  # noqa: E402
 
 HELDOUT_STAGES = ("heldout", "panel")
@@ -88,15 +89,11 @@ def figures(state: Path) -> dict[str, Any]:
     ):
         span += finished - started
         tasks += len(stored_report(report).tasks)
-    own = sum(
-        1
-        for _, kind, d in events
-        if kind == "version.promoted"
-        and db.execute(
-            "SELECT source FROM candidates WHERE id = ?", (d.get("candidate"),)
-        ).fetchone()
-        == ("proposer",)
-    )
+    promoted = [d["candidate"] for _, kind, d in events if kind == "version.promoted"]
+    sources = [
+        db.execute("SELECT source FROM candidates WHERE id = ?", (cid,)).fetchone()[0]
+        for cid in promoted
+    ]
     return {
         "minutes_run": round((end - start) / 60, 1),
         "minutes_to_first_heldout_verdict": (
@@ -107,8 +104,8 @@ def figures(state: Path) -> dict[str, Any]:
         "heldout_slots": len(slots),
         "heldout_slots_on_noops": noops,
         "stopped_no_change_on_dev": saved,
-        "promotions": sum(1 for _, kind, _ in events if kind == "version.promoted"),
-        "promotions_of_the_loops_own_proposals": own,
+        "promotions": len(promoted),
+        "promotions_of_the_loops_own_proposals": sources.count(CandidateSource.PROPOSER),
         "heldout_seconds_per_paired_task": round(span / tasks, 1) if tasks else None,
         "candidates": db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0],
     }
