@@ -1,5 +1,5 @@
-"""Every event kind the daemon emits is listed in the README's events table, and the table
-lists nothing the daemon does not emit."""
+"""Every event kind the daemon emits is listed in the events table of docs/operations.md, and
+the table lists nothing the daemon does not emit."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def _emitted() -> set[str]:
 
 
 def _documented() -> set[str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "operations.md").read_text()
     table = text.split("## Events", 1)[1].split("\n## ", 1)[0]
     rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
     return {kind for row in rows for kind in re.findall(r"`([a-z_.]+)`", row)}
@@ -46,5 +46,5 @@ def _documented() -> set[str]:
 def test_every_event_kind_is_documented_and_every_documented_kind_exists() -> None:
     emitted, documented = _emitted(), _documented()
     assert len(emitted) > 30  # the scan sees the daemon's events, not nothing
-    assert emitted - documented == set(), "emitted but not in README's events table"
-    assert documented - emitted == set(), "in README's events table but never emitted"
+    assert emitted - documented == set(), "emitted but not in docs/operations.md's events table"
+    assert documented - emitted == set(), "in docs/operations.md's events table but never emitted"
