@@ -23,7 +23,7 @@ from daemon.control.client import ControlClient
 from daemon.control.protocol import ControlError, ErrorCode
 from daemon.control.registry import Arg, Registry, option, positional
 
-__all__ = ["STOP_WAIT_S", "VERBS", "UsageError"]
+__all__ = ["STOP_WAIT_S", "VERBS", "UsageError", "unknown"]
 
 # How long ``harnessctl stop`` waits for the daemon to close its connections.
 STOP_WAIT_S = 30.0
