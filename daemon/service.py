@@ -22,9 +22,9 @@ from daemon.config.reload import PolicyHolder, watch_files
 from daemon.config.secrets import endpoint_token, redact, register_configured_secrets
 from daemon.config.settings import LoadedSettings, load_settings
 from daemon.config.statedir import hold_lock, prepare_state_dir
+from daemon.control.handlers import ControlApi, VerbDeps
 from daemon.control.protocol import SOCKET_NAME
 from daemon.control.server import Replies, serve_control
-from daemon.control.verbs import ControlApi, VerbDeps
 from daemon.endpoint.server import Listening, serve_endpoint
 from daemon.errors import ConfigError, LineageError, SetupError
 from daemon.evaluation.runtime import Runtime, open_runtime

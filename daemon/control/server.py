@@ -1,7 +1,8 @@
 """The control socket: a Unix socket, 0600 in a 0700 state dir, peer uid checked.
 
-Each connection carries versioned JSON-lines requests (:mod:`daemon.control.protocol`). Nothing a
-client sends can take the daemon down: garbage, oversize frames and unknown verbs get an
+Each connection carries versioned JSON-lines requests (:mod:`daemon.control.protocol`).
+Nothing a client sends can take the daemon down: garbage, oversize frames, unknown verbs and
+arguments that do not match the verb's declaration (:mod:`daemon.control.verbs`) get an
 error reply. A verb's deliberate error (a ``HarnessdError``) reaches the client with its
 message and the code :mod:`daemon.control.error_codes` gives it; anything else is a bug in a
 verb handler and becomes an ``internal`` error reply and a log line.
@@ -25,11 +26,12 @@ from daemon.control.error_codes import wire_code
 from daemon.control.protocol import (
     MAX_MESSAGE,
     PROTOCOL_VERSION,
-    VERBS,
+    ControlError,
     ErrorCode,
     error_reply,
     ok_reply,
 )
+from daemon.control.verbs import VERBS, unknown
 from daemon.errors import HarnessdError
 from daemon.jsonlines import FrameError, LineReader, encode_frame
 
@@ -144,24 +146,27 @@ async def _request(
         )
         await _send(stream, error_reply(req_id, ErrorCode.UNSUPPORTED_VERSION, msg))
         return True
-    verb = frame.get("verb")
+    name = frame.get("verb")
     args = frame.get("args", {})
-    if not isinstance(verb, str) or verb not in VERBS:
-        known = ", ".join(sorted(VERBS))
-        await _send(
-            stream,
-            error_reply(req_id, ErrorCode.UNKNOWN_VERB, f"unknown verb {verb!r}; known: {known}"),
-        )
+    if not isinstance(name, str) or name not in VERBS:
+        refused = unknown(name)
+        await _send(stream, error_reply(req_id, refused.code, str(refused)))
         return True
     if not isinstance(args, dict):
         await _send(stream, error_reply(req_id, ErrorCode.BAD_ARGS, "'args' must be an object"))
         return True
-    if verb == "watch":
+    verb = VERBS[name]
+    try:
+        request = verb.checked(args)
+    except ControlError as exc:
+        await _send(stream, error_reply(req_id, exc.code, str(exc)))
+        return True
+    if verb.stream:
         await _watch(stream, handler, req_id)
         return False
     replies.begin()
     try:
-        reply = await _dispatch(handler.call, verb, args, req_id)
+        reply = await _dispatch(handler.call, name, request, req_id)
         await _send(stream, reply)
     finally:
         replies.end()

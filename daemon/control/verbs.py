@@ -1,488 +1,409 @@
-"""The control verbs: what ``harnessctl`` can ask of a running daemon.
+"""Every control verb, declared once (the types: :mod:`daemon.control.registry`).
 
-Each ``verb_<name>`` checks its arguments, does its work off the event loop where it touches
-disk or git, and returns plain JSON-able data. Mistakes in the arguments are
-``ControlError`` with a code from the closed set; every other ``HarnessdError`` a verb raises
-gets its code from :mod:`daemon.control.error_codes` (in the server); anything else is a bug
-and becomes ``internal``.
+From this table come the verbs the daemon serves (``unknown_verb`` otherwise) and the check
+of each request's arguments (``bad_args``), harnessctl's commands, options and help, the
+view that prints each reply, and the list the daemon's handlers must cover
+(:mod:`daemon.control.handlers`). Adding a verb is one ``VERBS.verb(...)`` here plus its
+handler, ``@HANDLERS.on("<name>")``; a verb left without one stops the daemon at import.
 
-The verbs are given exactly the parts of the daemon they use (:class:`VerbDeps`), never the
-daemon itself, so this module depends on components and nothing depends back on it.
+The order is harnessctl's order in its help.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
-from dataclasses import asdict, dataclass
+import argparse
+import getpass
+import json
+import os
 from pathlib import Path
 from typing import Any
 
-import anyio
-
-from daemon.config.policy import parse_policy
-from daemon.config.reload import PolicyHolder
+from daemon.control import views
+from daemon.control.client import ControlClient
 from daemon.control.protocol import ControlError, ErrorCode
-from daemon.errors import ConfigError
-from daemon.evaluation import results
-from daemon.evaluation.report import EvalReport
-from daemon.events import EventBus
-from daemon.gateway.budget import WindowState
-from daemon.improve.intake import Submitted, check_text
-from daemon.improve.loop import LoopControl
-from daemon.improve.power_report import power_table
-from daemon.improve.review import Awaiting, ReviewDesk
-from daemon.lineage import Candidate, Lineage, Version
-from daemon.live import private_suites
-from daemon.live.harness import LiveHarness
-from daemon.patches import AppliedPatch
-from daemon.store import Store
-from daemon.suites import heldout_evidence
+from daemon.control.registry import Arg, Registry, option, positional
 
-TEXT_LIMIT = 20_000
+__all__ = ["STOP_WAIT_S", "VERBS", "UsageError", "unknown"]
+
+# How long ``harnessctl stop`` waits for the daemon to close its connections.
+STOP_WAIT_S = 30.0
 
 
-@dataclass
-class VerbDeps:
-    """What the verbs may touch, handed over by the service once everything is running."""
-
-    bus: EventBus
-    store: Store
-    lineage: Lineage
-    policy: PolicyHolder
-    control: LoopControl
-    live: LiveHarness
-    # The improvement loop's intake for a person's patch (``harnessctl propose``).
-    submit: Callable[[str, str], Awaitable[Submitted]]
-    # The review step's decisions (``harnessctl review`` / ``approve`` / ``reject``).
-    reviews: ReviewDesk
-    # Evaluations under way, outages, model calls in flight (for ``status``), and the
-    # daemon-wide token windows.
-    progress: Callable[[], list[dict[str, Any]]]
-    outages: Callable[[], list[dict[str, Any]]]
-    calls: Callable[[], dict[str, dict[str, int]]]
-    windows: Callable[[], WindowState]
-    work_dir: Path
-    suites_dir: Path  # the labelled suites (daemon.live.private_suites)
-    basics: Callable[[], dict[str, Any]]
-    stop: anyio.Event
+class UsageError(Exception):
+    """An argument the daemon need not see to refuse (harnessctl exits 2)."""
 
 
-def _arg(args: dict[str, Any], name: str, kind: type, *, required: bool = True) -> Any:
-    value = args.get(name)
-    if value is None and not required:
-        return None
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ControlError(ErrorCode.BAD_ARGS, f"argument '{name}' must be a {kind.__name__}")
-    return value
+VERBS = Registry()
+VERBS.group("suite", "private suites made of labelled requests")
+VERBS.group("policy", "show or check policies")
+
+# ---- status and events -----------------------------------------------------------------------
+
+VERBS.verb(
+    "status",
+    "live version, its scores per model, activity, budgets, paused",
+    view=views.status,
+    wide=True,
+)
+VERBS.verb(
+    "watch",
+    "stream events as they happen, with progress bars (Ctrl-C leaves)",
+    view=views.watch,
+    stream=True,
+)
+VERBS.verb(
+    "events",
+    "recent events from the log",
+    args=(
+        Arg(
+            "limit",
+            int,
+            50,
+            option("--limit", default=30, metavar="N", help="how many (default 30)"),
+        ),
+    ),
+    view=views.events,
+)
+
+# ---- the live harness ------------------------------------------------------------------------
+
+VERBS.verb(
+    "ask",
+    "answer a free-text question with the live harness",
+    args=(Arg("text", str, cli=positional("the question")),),
+    view=views.answer,
+    unbounded=True,
+)
+VERBS.verb(
+    "run",
+    "run one suite task (SUITE:ID) with the live harness, verified",
+    args=(
+        Arg(
+            "task",
+            str,
+            cli=positional(
+                "e.g. bfcl:simple:simple_python_3 or humaneval:HumanEval/0", metavar="SUITE:ID"
+            ),
+        ),
+    ),
+    view=views.answer,
+    unbounded=True,
+)
+
+# Checks whose ``expected`` is the text as typed; the others take JSON (a number, calls, ...).
+_TEXT_EXPECTED = ("exact", "regex")
 
 
-def _version_json(v: Version) -> dict[str, Any]:
-    return {
-        "name": v.name,
-        "id": v.id,
-        "parent_id": v.parent_id,
-        "candidate_id": v.candidate_id,
-        "created": v.created,
-        "git_commit": v.git_commit,
-        "message": v.message,
-    }
+def _check(text: str) -> dict[str, Any]:
+    """``--check``: a check type, or a whole check object as JSON; a checker path relative
+    to the working directory is made absolute (the daemon resolves nothing of ours)."""
+    try:
+        check = json.loads(text) if text.lstrip().startswith("{") else {"type": text}
+    except ValueError as exc:
+        raise UsageError(f"--check {text!r}: not a JSON object ({exc})") from None
+    if not isinstance(check, dict):
+        raise UsageError(f"--check {text!r}: expected a check type or a JSON object")
+    checker = check.get("checker")
+    if isinstance(checker, str) and ":" in checker:
+        file, _, function = checker.rpartition(":")
+        check["checker"] = f"{Path(file).expanduser().resolve()}:{function}"
+    return check
 
 
-def _base(candidate_id: int | None) -> str | None:
-    """A candidate's tree parent as shown: the candidate it was built on (None: its version)."""
-    return None if candidate_id is None else f"c{candidate_id}"
-
-
-def _candidate_id(args: dict[str, Any]) -> int:
-    """``ref``: a candidate as ``c12`` (or ``12``)."""
-    ref = _arg(args, "ref", str).strip().lower()
-    digits = ref[1:] if ref.startswith("c") else ref
-    if not digits.isdigit():
-        raise ControlError(
-            ErrorCode.BAD_ARGS,
-            f"'{ref}' is not a candidate: give it as c12 ('harnessctl review' lists them)",
-        )
-    return int(digits)
-
-
-def _decision_json(c: Candidate) -> dict[str, Any]:
-    """Who decided a candidate and why (the lineage's and show's fields)."""
-    review = c.review
-    return {
-        "decided_by": c.decided_by.value if c.decided_by else None,
-        "decision_reason": c.decision_reason,
-        "review": None
-        if review is None
-        else {
-            "held": review.held,
-            "decided": review.decided,
-            "reviewer": review.reviewer,
-            "reason": review.reason,
-        },
-    }
-
-
-def _awaiting_json(a: Awaiting) -> dict[str, Any]:
-    c, t = a.candidate, a.test
-    return {
-        "id": c.id,
-        "parent": a.parent,
-        "live": a.live,
-        "approvable": a.approvable,
-        "source": c.source,
-        "proposer_model": c.proposer_model,
-        "rationale": c.rationale,
-        "held": c.review.held if c.review else None,
-        "patch": c.patch,
-        "verdict": c.verdict.model_dump() if c.verdict else None,
-        "test": None
-        if t is None
-        else {"epoch": t.epoch, "position": t.position, "alpha": t.alpha, "state": t.state},
-    }
-
-
-def _score(r: EvalReport) -> dict[str, Any]:
-    return {
-        "model": r.model,
-        "split": r.split,
-        "n": r.n,
-        "accuracy": r.accuracy,
-        "accuracy_ci95": r.accuracy_ci95,
-        "verification_gap": r.verification_gap,
-        "tokens_per_solved": None if r.tokens_per_solved is None else round(r.tokens_per_solved),
-    }
-
-
-class ControlApi:
-    def __init__(self, deps: VerbDeps) -> None:
-        self.d = deps
-
-    def subscribe(self) -> AbstractAsyncContextManager[anyio.abc.ObjectReceiveStream[Any]]:
-        return self.d.bus.subscribe()
-
-    async def call(self, verb: str, args: dict[str, Any]) -> Any:
-        method = getattr(self, f"verb_{verb}", None)
-        if method is None:
-            raise ControlError(ErrorCode.UNKNOWN_VERB, f"'{verb}' is not served by this daemon")
-        return await method(args)
-
-    # ---- status and events ---------------------------------------------------------------
-
-    def _scores(self, version: Version) -> list[dict[str, Any]]:
-        reports = results.latest_version_reports(self.d.store, version.id)
-        return sorted((_score(r) for r in reports), key=lambda s: (s["model"], s["split"]))
-
-    def _status(self) -> dict[str, Any]:
-        version = self.d.lineage.current()
-        since = self.d.lineage.history()[-1].ts
-        windows = self.d.windows().windows
-        return {
-            "paused": self.d.control.paused,
-            "activity": self.d.control.activity,
-            "progress": self.d.progress(),
-            "outages": self.d.outages(),
-            "model_calls": self.d.calls(),
-            "cycles": self.d.control.cycles,
-            "queued": list(self.d.control.queue),
-            # What is evaluated now and what waits, in order (people's patches first).
-            "evaluating": self.d.control.current,
-            "queue": [
-                {"candidate": c, "position": i, "source": self._source(c)}
-                for i, c in enumerate(self.d.control.waiting(), start=1)
-            ],
-            "awaiting_review": [
-                c.id for c in reversed(self.d.lineage.candidates(state="awaiting_review"))
-            ],
-            "live": {
-                "version": version.name,
-                "since": since,
-                "scores": self._scores(version),
-                "in_flight": self.d.live.in_flight,
-                "served": self.d.live.served,
-            },
-            "budgets": [
-                {
-                    "scope": w.scope,
-                    "spent": w.spent,
-                    "limit": w.limit,
-                    "left": max(0, w.limit - w.spent),
-                    "reopens_at": w.reopens_at,
-                }
-                for w in windows
-            ],
-        }
-
-    async def verb_status(self, args: dict[str, Any]) -> Any:
-        status = await anyio.to_thread.run_sync(self._status)
-        status.update(self.d.basics())
-        return status
-
-    async def verb_events(self, args: dict[str, Any]) -> Any:
-        limit = _arg(args, "limit", int, required=False) or 50
-        return await anyio.to_thread.run_sync(lambda: self.d.bus.recent(min(limit, 1000)))
-
-    # ---- the live harness ----------------------------------------------------------------
-
-    async def verb_ask(self, args: dict[str, Any]) -> Any:
-        text = _arg(args, "text", str)
-        if not text.strip() or len(text) > TEXT_LIMIT:
-            raise ControlError(ErrorCode.BAD_ARGS, f"'text' must be 1 to {TEXT_LIMIT} characters")
-        return await self.d.live.ask(text)
-
-    async def verb_run(self, args: dict[str, Any]) -> Any:
-        return await self.d.live.run(_arg(args, "task", str))
-
-    async def verb_label(self, args: dict[str, Any]) -> Any:
-        check = args.get("check")
-        if not isinstance(check, dict):
-            raise ControlError(ErrorCode.BAD_ARGS, "argument 'check' must be an object")
-        if "expected" not in args:
-            raise ControlError(ErrorCode.BAD_ARGS, "argument 'expected' is missing")
-        result = await anyio.to_thread.run_sync(
-            lambda: private_suites.label(
-                self.d.store,
-                self.d.suites_dir,
-                request_id=_arg(args, "request", int),
-                suite=_arg(args, "suite", str),
-                expected=args["expected"],
-                check=check,
-                task_id=_arg(args, "id", str, required=False),
-            )
-        )
-        await self.d.bus.emit(
-            "suite.labelled",
-            f"request {args['request']} is task {result['task']} of suite {result['suite']}",
-            **result,
-        )
-        return result
-
-    async def verb_suite_export(self, args: dict[str, Any]) -> Any:
-        name = _arg(args, "suite", str)
-        return await anyio.to_thread.run_sync(private_suites.export, self.d.suites_dir, name)
-
-    # ---- lineage -------------------------------------------------------------------------
-
-    def _lineage(self, limit: int) -> dict[str, Any]:
-        tree = self.d.lineage.tree()
-        versions = [
-            _version_json(e.version) | {"depth": e.depth, "candidates": e.candidates} for e in tree
-        ]
-        cands = [
-            {
-                "id": c.id,
-                "parent": self._name(c.parent_version_id),
-                "base": _base(c.base_candidate_id),
-                "state": c.state,
-                "stage": c.stage,
-                "source": c.source,
-                "rationale": c.rationale,
-                "decision": c.verdict.decision if c.verdict else None,
-                "reason": c.verdict.reason if c.verdict else "",
-                # 0: under evaluation; 1: next; None: not waiting.
-                "queue_position": self.d.control.position(c.id),
-            }
-            | _decision_json(c)
-            for c in self.d.lineage.candidates(limit=limit)
-        ]
-        return {
-            "current": self.d.lineage.current().name,
-            "versions": versions,
-            "candidates": cands,
-            "history": [
-                {"ts": h.ts, "version": h.version_name, "reason": h.reason}
-                for h in self.d.lineage.history()
-            ],
-        }
-
-    def _source(self, cid: int) -> str:
-        return str(self.d.lineage.candidate(cid).source)
-
-    def _name(self, version_id: int) -> str:
-        return self.d.lineage.get(version_id).name
-
-    async def verb_lineage(self, args: dict[str, Any]) -> Any:
-        limit = _arg(args, "candidates", int, required=False) or 10
-        return await anyio.to_thread.run_sync(self._lineage, min(limit, 500))
-
-    def _reports(self, **subject: int) -> list[dict[str, Any]]:
-        return [
-            {"run_id": r.run_id, "split": r.split, "model": r.model, "state": r.state}
-            | ({"summary": r.report.summary()} if r.report else {})
-            for r in results.runs_of(self.d.store, **subject)
-        ]
-
-    def _show(self, ref: str) -> dict[str, Any]:
-        if ref.startswith("c") and ref[1:].isdigit():
-            c = self.d.lineage.candidate(int(ref[1:]))
-            return {
-                "kind": "candidate",
-                "name": f"c{c.id}",
-                "state": c.state,
-                "stage": c.stage,
-                "parent": self._name(c.parent_version_id),
-                "base": _base(c.base_candidate_id),
-                "source": c.source,
-                "proposer_model": c.proposer_model,
-                "rationale": c.rationale,
-                "patch": c.patch,
-                "raw": c.raw if not c.patch else None,
-                "verdict": c.verdict.model_dump() if c.verdict else None,
-                "reports": self._reports(candidate_id=c.id),
-            } | _decision_json(c)
-        v = self.d.lineage.get(ref)
-        cand = self.d.lineage.candidate(v.candidate_id) if v.candidate_id else None
-        return (
-            _version_json(v)
-            | {
-                "kind": "version",
-                "parent": self._name(v.parent_id) if v.parent_id else None,
-                "rationale": cand.rationale if cand else None,
-                "patch": cand.patch if cand else None,
-                "verdict": cand.verdict.model_dump() if cand and cand.verdict else None,
-                "reports": self._reports(version_id=v.id),
-            }
-            | (_decision_json(cand) if cand else {})
-        )
-
-    async def verb_show(self, args: dict[str, Any]) -> Any:
-        return await anyio.to_thread.run_sync(self._show, _arg(args, "ref", str))
-
-    async def verb_diff(self, args: dict[str, Any]) -> Any:
-        a, b = _arg(args, "a", str), _arg(args, "b", str)
-        diff = await anyio.to_thread.run_sync(self.d.lineage.diff, a, b)
-        return {"a": a, "b": b, "diff": diff}
-
-    async def verb_rollback(self, args: dict[str, Any]) -> Any:
-        ref = _arg(args, "ref", str)
-        reason = _arg(args, "reason", str, required=False) or "rollback by harnessctl"
-        version = await anyio.to_thread.run_sync(self.d.lineage.rollback, ref, reason)
-        await self.d.bus.emit(
-            "version.rolled_back",
-            f"rolled back: {version.name} is live ({reason})",
-            version=version.name,
-        )
-        return {"live": version.name}
-
-    # ---- review ([gates.review]) -----------------------------------------------------------
-
-    def _review(self) -> dict[str, Any]:
-        return {
-            "enabled": self.d.policy.get().gates.review.enabled,
-            "live": self.d.lineage.current().name,
-            "awaiting": [_awaiting_json(a) for a in self.d.reviews.awaiting()],
-        }
-
-    async def verb_review(self, args: dict[str, Any]) -> Any:
-        return await anyio.to_thread.run_sync(self._review)
-
-    async def verb_approve(self, args: dict[str, Any]) -> Any:
-        cid = _candidate_id(args)
-        reviewer = _arg(args, "reviewer", str)
-        reason = _arg(args, "reason", str, required=False) or ""
-        version = await self.d.reviews.approve(cid, reviewer, reason)
-        self.d.control.poke()  # the loop waited for this decision
-        return {"candidate": cid, "live": version.name, "reviewer": reviewer.strip()}
-
-    async def verb_reject(self, args: dict[str, Any]) -> Any:
-        cid = _candidate_id(args)
-        reviewer = _arg(args, "reviewer", str)
-        reason = _arg(args, "reason", str)
-        cand = await self.d.reviews.reject(cid, reviewer, reason)
-        self.d.control.poke()
-        review = cand.review
-        return {
-            "candidate": cid,
-            "state": cand.state,
-            "reviewer": review.reviewer if review else reviewer,
-            "reason": review.reason if review else reason,
-        }
-
-    async def verb_report(self, args: dict[str, Any]) -> Any:
-        # The page is written by the daemon (same uid, peer checked) rather than sent back,
-        # since a long lineage's report outgrows one control frame.
-        out = Path(_arg(args, "out", str))
-        if not out.is_absolute() or not out.parent.is_dir():
-            raise ControlError(
-                ErrorCode.BAD_ARGS, f"report --out {out}: give a file in an existing directory"
-            )
-        candidate = _arg(args, "candidate", int, required=False)
-        from daemon.report.build import write_report  # loads matplotlib: only when asked
-
-        summary = await anyio.to_thread.run_sync(write_report, self.d.store, out, candidate)
-        return asdict(summary)
-
-    # ---- the loop ------------------------------------------------------------------------
-
-    async def verb_pause(self, args: dict[str, Any]) -> Any:
-        if not self.d.control.paused:
-            self.d.control.paused = True
-            await self.d.bus.emit("loop.paused", "improvement loop paused by harnessctl")
-        return {"paused": True}
-
-    async def verb_resume(self, args: dict[str, Any]) -> Any:
-        if self.d.control.paused:
-            self.d.control.paused = False
-            self.d.control.poke()
-            await self.d.bus.emit("loop.resumed", "improvement loop resumed by harnessctl")
-        return {"paused": False}
-
-    async def verb_propose(self, args: dict[str, Any]) -> Any:
-        text = _arg(args, "text", str)
-        rationale = _arg(args, "rationale", str, required=False) or ""
-        if _arg(args, "dry_run", bool, required=False):
-            live = await anyio.to_thread.run_sync(self.d.lineage.current)
-            result = await anyio.to_thread.run_sync(
-                check_text,
-                text,
-                self.d.lineage.path(live),
-                self.d.policy.get().patch,
-                self.d.work_dir,
-            )
-            if isinstance(result, AppliedPatch):
-                return {
-                    "dry_run": True,
-                    "valid": True,
-                    "against": live.name,
-                    "diff": result.git_diff,
-                }
-            raise ControlError(ErrorCode.INVALID_PATCH, f"against {live.name}: {result.reason}")
-        sub = await self.d.submit(text, rationale)
-        if not sub.accepted_for_evaluation:
-            raise ControlError(
-                ErrorCode.INVALID_PATCH, f"candidate c{sub.candidate_id} rejected: {sub.reason}"
-            )
-        return {
-            "candidate": sub.candidate_id,
-            "queued": True,
-            # 1: evaluated next (after the candidate under evaluation now, if any).
-            "position": self.d.control.position(sub.candidate_id),
-            "evaluating": self.d.control.current,
-            "paused": self.d.control.paused,
-            "diff": sub.git_diff,
-        }
-
-    # ---- policy and lifecycle ------------------------------------------------------------
-
-    async def verb_policy_show(self, args: dict[str, Any]) -> Any:
-        return {"path": str(self.d.policy.path), "policy": self.d.policy.get().model_dump()}
-
-    async def verb_policy_check(self, args: dict[str, Any]) -> Any:
-        name = _arg(args, "name", str)
-        text = _arg(args, "text", str)
+def _label_request(a: argparse.Namespace) -> dict[str, Any]:
+    check = _check(a.check)
+    expected: Any = a.expected
+    if check.get("type") not in _TEXT_EXPECTED:
         try:
-            policy = parse_policy(text, name)
-        except ConfigError as exc:
-            raise ControlError(ErrorCode.INVALID_POLICY, str(exc)) from None
-        power = await anyio.to_thread.run_sync(power_table, policy)
-        evidence = heldout_evidence(policy.suite)
-        return {
-            "name": name,
-            "valid": True,
-            "policy": policy.model_dump(),
-            "heldout_evidence": evidence,
-        } | power
+            expected = json.loads(a.expected)
+        except ValueError as exc:
+            raise UsageError(
+                f"--expected {a.expected!r}: a {check.get('type')!r} check takes JSON ({exc})"
+            ) from None
+    return {
+        "request": a.request,
+        "suite": a.suite,
+        "expected": expected,
+        "check": check,
+        "id": a.id,
+    }
 
-    async def verb_stop(self, args: dict[str, Any]) -> Any:
-        self.d.stop.set()
-        return {"stopping": True, "pid": self.d.basics()["pid"]}
+
+VERBS.verb(
+    "label",
+    "make a served request a task of a private suite (expected answer, check)",
+    args=(
+        Arg("request", int, cli=positional("the id 'ask' or 'run' printed", metavar="REQUEST")),
+        Arg(
+            "suite",
+            str,
+            cli=option("--suite", required=True, help="the private suite's name (a-z 0-9 _ -)"),
+        ),
+        Arg(
+            "expected",
+            object,
+            cli=option(
+                "--expected",
+                required=True,
+                help="the right answer: text for exact and regex checks (a pattern for regex), "
+                "JSON for number, calls and python checks",
+            ),
+        ),
+        Arg(
+            "check",
+            dict,
+            cli=option(
+                "--check",
+                default="exact",
+                help="exact (default), number, regex, calls, python, or a JSON check object "
+                'such as \'{"type": "exact", "casefold": true}\'',
+            ),
+        ),
+        Arg("id", str, None, option("--id", help="the task's id (default: request-REQUEST)")),
+    ),
+    request=_label_request,
+    view=views.label,
+)
+
+
+def _write_export(c: ControlClient, a: argparse.Namespace, result: Any) -> Any:
+    if a.output is None:
+        return result
+    Path(a.output).write_text(result["text"], encoding="utf-8")
+    return {k: v for k, v in result.items() if k != "text"} | {"written": str(a.output)}
+
+
+VERBS.verb(
+    "suite_export",
+    "a private suite of labelled requests, in the task-file format",
+    command=("suite", "export"),
+    args=(
+        Arg("suite", str, cli=positional(metavar="NAME")),
+        Arg(
+            "output",
+            Path,
+            None,
+            option("-o", "--output", metavar="FILE", help="write to this file (default: stdout)"),
+            sent=False,
+        ),
+    ),
+    then=_write_export,
+    view=views.suite_export,
+)
+
+# ---- lineage ---------------------------------------------------------------------------------
+
+VERBS.verb(
+    "lineage",
+    "the version tree and recent candidates with their verdicts",
+    args=(
+        Arg(
+            "candidates",
+            int,
+            10,
+            option("--candidates", default=10, metavar="N", help="recent candidates to list"),
+        ),
+    ),
+    view=views.lineage,
+    wide=True,
+)
+VERBS.verb(
+    "show",
+    "one version or candidate: patch, rationale, reports, verdict",
+    args=(Arg("ref", str, cli=positional("v0003, or c12 for a candidate", metavar="VERSION")),),
+    view=views.show,
+    wide=True,
+)
+VERBS.verb(
+    "diff",
+    "what changed between two versions",
+    args=(Arg("a", str, cli=positional()), Arg("b", str, cli=positional())),
+    view=views.diff,
+)
+
+
+def _report_request(a: argparse.Namespace) -> dict[str, Any]:
+    from daemon.report import candidate_arg
+
+    return {"out": str(Path(a.out).resolve()), "candidate": candidate_arg(a.candidate)}
+
+
+VERBS.verb(
+    "report",
+    "write the lineage report: one self-contained HTML file",
+    args=(
+        Arg(
+            "out",
+            str,
+            cli=option(
+                "--out",
+                default="report.html",
+                metavar="FILE",
+                help="where to write it (default report.html)",
+            ),
+        ),
+        Arg(
+            "candidate",
+            int,
+            None,
+            option(
+                "--candidate",
+                metavar="CANDIDATE",
+                help="whose sequential test to plot (default: the newest)",
+            ),
+        ),
+    ),
+    request=_report_request,
+    view=views.report,
+    unbounded=True,
+)
+VERBS.verb(
+    "rollback",
+    "make an earlier accepted version live (recorded)",
+    args=(
+        Arg("ref", str, cli=positional(metavar="VERSION")),
+        Arg(
+            "reason",
+            str,
+            "rollback by harnessctl",
+            option("--reason", default="rollback by harnessctl", help="why (kept in the lineage)"),
+        ),
+    ),
+    view=views.rollback,
+)
+
+# ---- review ([gates.review]) -----------------------------------------------------------------
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        return f"uid {os.getuid()}"
+
+
+_CANDIDATE = Arg("ref", str, cli=positional("the candidate, e.g. c12", metavar="CANDIDATE"))
+_REVIEWER = Arg(
+    "reviewer",
+    str,
+    cli=option(
+        "--as",
+        metavar="NAME",
+        default_from=_login,
+        help="who decides, as the lineage records it (default: your login name)",
+    ),
+)
+
+
+def _reject_request(a: argparse.Namespace) -> dict[str, Any]:
+    if not a.reason.strip():
+        raise UsageError("reject needs --reason TEXT: why, in a sentence (kept in the lineage)")
+    return {"ref": a.ref, "reviewer": a.reviewer, "reason": a.reason}
+
+
+VERBS.verb(
+    "review",
+    "candidates awaiting review ([gates.review]), with their diff and verdict",
+    view=views.review,
+    wide=True,
+)
+VERBS.verb(
+    "approve",
+    "promote a candidate awaiting review (recorded as yours)",
+    args=(
+        _CANDIDATE,
+        _REVIEWER,
+        Arg(
+            "reason",
+            str,
+            "",
+            option("--reason", default="", help="why (optional; kept in the lineage)"),
+        ),
+    ),
+    view=views.approve,
+    unbounded=True,
+)
+VERBS.verb(
+    "reject",
+    "reject a candidate awaiting review, with your reason",
+    args=(
+        _CANDIDATE,
+        _REVIEWER,
+        Arg("reason", str, cli=option("--reason", required=True, help="why (kept in the lineage)")),
+    ),
+    request=_reject_request,
+    view=views.reject,
+)
+
+# ---- the loop --------------------------------------------------------------------------------
+
+VERBS.verb("pause", "pause the improvement loop", view=views.loop_switch)
+VERBS.verb("resume", "resume the improvement loop", view=views.loop_switch)
+
+_FILE = Arg("file", Path, cli=positional(), sent=False)
+
+
+def _file_request(a: argparse.Namespace) -> dict[str, Any]:
+    """A file's name and text: the daemon reads nothing of ours."""
+    return {"name": str(a.file), "text": Path(a.file).read_text(encoding="utf-8")}
+
+
+def _propose_request(a: argparse.Namespace) -> dict[str, Any]:
+    return _file_request(a) | {"dry_run": a.dry_run, "rationale": a.rationale}
+
+
+VERBS.verb(
+    "propose",
+    "submit a patch file to the candidate pipeline",
+    args=(
+        _FILE,
+        Arg("name", str, None),
+        Arg("text", str),
+        Arg(
+            "dry_run", bool, False, option("--dry-run", help="static checks only; nothing recorded")
+        ),
+        Arg(
+            "rationale",
+            str,
+            "",
+            option("--rationale", default="", help="why this patch (kept in the lineage)"),
+        ),
+    ),
+    request=_propose_request,
+    view=views.propose,
+    unbounded=True,
+)
+
+# ---- policy and lifecycle --------------------------------------------------------------------
+
+# Unbounded: power for the policy in force can take seconds of CPU, more on a loaded machine.
+VERBS.verb(
+    "policy_show",
+    "the policy in force",
+    command=("policy", "show"),
+    view=views.policy_show,
+    unbounded=True,
+)
+VERBS.verb(
+    "policy_check",
+    "validate a policy file, with the gains it can detect; nothing applied",
+    command=("policy", "check"),
+    args=(_FILE, Arg("name", str), Arg("text", str)),
+    request=_file_request,
+    view=views.policy_check,
+    unbounded=True,
+)
+
+
+def _wait_stopped(c: ControlClient, a: argparse.Namespace, result: Any) -> Any:
+    # The daemon closes every connection once it has drained and stopped serving.
+    return dict(result) | {"stopped": c.wait_closed(STOP_WAIT_S)}
+
+
+VERBS.verb("stop", "drain and stop the daemon", then=_wait_stopped, view=views.stop)
+
+
+def unknown(verb: object) -> ControlError:
+    """The refusal of a verb the table does not declare."""
+    known = ", ".join(sorted(v.name for v in VERBS))
+    return ControlError(ErrorCode.UNKNOWN_VERB, f"unknown verb {verb!r}; known: {known}")

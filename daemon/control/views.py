@@ -1,18 +1,25 @@
-"""How harnessctl shows replies to people. ``--json`` bypasses all of this."""
+"""How harnessctl shows replies to people (each verb's ``view`` in :mod:`daemon.control.verbs`).
+``--json`` bypasses all of this.
+
+The views that hold tables (``status``, ``lineage``, ``show``, ``review``) fit the console's
+width (:mod:`daemon.control.columns`): fewer columns when it is narrow, every row on one line;
+``--wide`` gives them a console without a width limit, so they show everything.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.syntax import Syntax
-from rich.table import Table
+from rich.text import Text
 
+from daemon.control.columns import Col, fitted, one_line
 from daemon.report import summary_line
 
 LEVEL_STYLE = {"debug": "dim", "info": "", "warning": "yellow", "error": "bold red"}
@@ -52,16 +59,37 @@ def _escape(text: str) -> str:
     return text.replace("[", "\\[")
 
 
-def render(view: str, result: Any, console: Console) -> None:
-    fn: Callable[[Any, Console], None] | None = _VIEWS.get(view)
-    if fn is None:
-        console.print_json(json.dumps(result, default=str))
-    else:
-        fn(result, console)
+# The live version's scores: what a model reached, then how sure and at what cost.
+SCORE_COLUMNS = (
+    Col("model", 1, text=True),
+    Col("split", 2),
+    Col("accuracy", 3),
+    Col("95% CI", 5),
+    Col("gap", 6),
+    Col("tokens/solved", 7),
+    Col("tasks", 4),
+)
+BUDGET_COLUMNS = (Col("budget", 1, text=True), Col("spent", 3), Col("limit", 4), Col("left", 2))
 
 
-def _status(r: dict[str, Any], c: Console) -> None:
-    c.print(f"harnessd pid {r.get('pid')} up {r.get('uptime_s')} s, state {r.get('state_dir')}")
+def _score_row(s: dict[str, Any]) -> list[str]:
+    lo, hi = s.get("accuracy_ci95") or (0, 0)
+    return [
+        _escape(str(s["model"])),
+        str(s["split"]),
+        f"{s['accuracy']:.1%}",
+        f"{lo:.0%}-{hi:.0%}",
+        f"{s['verification_gap']:+.1%}",
+        f"{s.get('tokens_per_solved') or '-'}",
+        str(s["n"]),
+    ]
+
+
+def status(r: dict[str, Any], c: Console) -> None:
+    c.print(
+        f"harnessd pid {r.get('pid')} up {r.get('uptime_s')} s, "
+        f"state {_escape(str(r.get('state_dir')))}"
+    )
     endpoint = r.get("endpoint") or {}
     where = [w for w in (endpoint.get("url"), endpoint.get("unix_socket")) if w]
     if where:
@@ -73,19 +101,7 @@ def _status(r: dict[str, Any], c: Console) -> None:
         )
         scores = live.get("scores") or []
         if scores:
-            t = Table("model", "split", "accuracy", "95% CI", "gap", "tokens/solved", "tasks")
-            for s in scores:
-                lo, hi = s.get("accuracy_ci95") or (0, 0)
-                t.add_row(
-                    s["model"],
-                    s["split"],
-                    f"{s['accuracy']:.1%}",
-                    f"{lo:.0%}-{hi:.0%}",
-                    f"{s['verification_gap']:+.1%}",
-                    f"{s.get('tokens_per_solved') or '-'}",
-                    str(s["n"]),
-                )
-            c.print(t)
+            c.print(fitted(SCORE_COLUMNS, [_score_row(s) for s in scores], c.width))
     for o in r.get("outages") or []:
         c.print(
             f"[bold red]OUTAGE[/] {_escape(o['what'])} unavailable since {_when(o['since'])} "
@@ -122,57 +138,60 @@ def _status(r: dict[str, Any], c: Console) -> None:
         c.print(f"[yellow]awaiting review:[/] {names} ('harnessctl review')")
     budgets = r.get("budgets") or []
     if budgets:
-        t = Table("budget", "spent", "limit", "left")
-        for b in budgets:
-            t.add_row(b["scope"], str(b["spent"]), str(b["limit"]), str(b["left"]))
-        c.print(t)
+        rows = [
+            [_escape(b["scope"]), str(b["spent"]), str(b["limit"]), str(b["left"])] for b in budgets
+        ]
+        c.print(fitted(BUDGET_COLUMNS, rows, c.width))
 
 
-def _events(r: list[dict[str, Any]], c: Console) -> None:
+def events(r: list[dict[str, Any]], c: Console) -> None:
     for event in r:
         c.print(_event_line(event))
 
 
-def _lineage(r: dict[str, Any], c: Console) -> None:
+# "tested on" is the version a candidate's held-out test compares against; "built on" its
+# tree parent (the candidate whose tree it changed, or that version itself). At 80 columns
+# the candidate, its state and stage, its rationale and why it was decided remain.
+LINEAGE_COLUMNS = (
+    Col("cand", 1),
+    Col("tested on", 7),
+    Col("built on", 9),
+    Col("state", 2),
+    Col("stage", 5),
+    Col("source", 8),
+    Col("rationale", 3, text=True),
+    Col("decided by", 6),
+    Col("why", 4, text=True),
+)
+
+
+def _candidate_row(x: dict[str, Any]) -> list[str]:
+    place = x.get("queue_position")
+    state = str(x["state"]) + (f" (queue {place})" if place else "")
+    return [
+        f"c{x['id']}",
+        _escape(str(x["parent"])),
+        _escape(str(x.get("base") or x["parent"])),
+        _escape(state),
+        _escape(str(x["stage"])),
+        _escape(str(x["source"])),
+        _escape(x.get("rationale") or ""),
+        _escape(decided_text(x)),
+        _escape(x.get("decision_reason") or x.get("reason") or ""),
+    ]
+
+
+def lineage(r: dict[str, Any], c: Console) -> None:
     current = r.get("current")
     for v in r.get("versions", []):
         mark = "*" if v["name"] == current else " "
         indent = "  " * int(v.get("depth", 0))
-        c.print(
-            f"{mark} {indent}{v['name']}  {_when(v['created'])}  {_escape(v.get('message', ''))}"
-        )
+        line = Text(f"{mark} {indent}{v['name']}  {_when(v['created'])}  ")
+        line.append_text(one_line(_escape(v.get("message", ""))))
+        c.print(line, no_wrap=True, overflow="ellipsis")  # one line a version
     cands = r.get("candidates", [])
     if cands:
-        # "tested on" is the version its held-out test compares against; "built on" its
-        # tree parent (the candidate whose tree it changed, or that version itself).
-        t = Table(
-            "cand",
-            "tested on",
-            "built on",
-            "state",
-            "stage",
-            "source",
-            "rationale",
-            "decided by",
-            "why",
-        )
-        for x in cands:
-            place = x.get("queue_position")
-            state = x["state"]
-            if place:
-                state += f" (queue {place})"
-            t.add_row(
-                f"c{x['id']}",
-                x["parent"],
-                x.get("base") or x["parent"],
-                state,
-                x["stage"],
-                x["source"],
-                _escape((x.get("rationale") or "")[:50]),
-                _escape(decided_text(x)),
-                _escape((x.get("decision_reason") or x.get("reason") or "")[:60]),
-            )
-        c.print(t)
+        c.print(fitted(LINEAGE_COLUMNS, [_candidate_row(x) for x in cands], c.width))
 
 
 def decided_text(x: dict[str, Any]) -> str:
@@ -186,7 +205,7 @@ def decided_text(x: dict[str, Any]) -> str:
     return str(x.get("decided_by") or "-")
 
 
-def _show(r: dict[str, Any], c: Console) -> None:
+def show(r: dict[str, Any], c: Console) -> None:
     for key in ("name", "kind", "state", "parent", "base", "source", "proposer_model", "rationale"):
         if r.get(key) is not None:
             c.print(f"[bold]{key}:[/] {_escape(str(r[key]))}")
@@ -200,31 +219,30 @@ def _show(r: dict[str, Any], c: Console) -> None:
             )
     verdict = r.get("verdict")
     if verdict:
-        t = Table("gate", "measured", "threshold", "result", "note")
-        for g in verdict.get("gates", []):
-            ok = "[green]pass[/]" if g["passed"] else "[red]fail[/]"
-            if g.get("skipped"):
-                ok = "[dim]skipped[/]"
-            note = _escape(g.get("note", ""))
-            if g.get("test"):
-                note += f" [dim]({_escape(g['test'])})[/]"
-            t.add_row(g["gate"], str(g.get("measured")), str(g.get("threshold")), ok, note)
-        c.print(t)
-        c.print(f"decision: [bold]{verdict.get('decision')}[/] {verdict.get('reason', '')}")
+        gates(verdict, c)
+        c.print(
+            f"decision: [bold]{_escape(str(verdict.get('decision')))}[/] "
+            f"{_escape(verdict.get('reason', ''))}"
+        )
     if r.get("patch"):
-        c.print(Syntax(r["patch"], "diff", theme="ansi_dark"))
+        c.print(_code(r["patch"], "diff"))
+
+
+def _code(text: str, lexer: str) -> Syntax:
+    # Wrapped, not cropped, where the console has a width limit (a terminal).
+    return Syntax(text, lexer, theme="ansi_dark", word_wrap=True)
 
 
 def _print_diff(diff: str, c: Console) -> None:
-    c.print(Syntax(diff, "diff", theme="ansi_dark") if diff else "(no difference)")
+    c.print(_code(diff, "diff") if diff else "(no difference)")
 
 
-def _diff(r: dict[str, Any], c: Console) -> None:
+def diff(r: dict[str, Any], c: Console) -> None:
     c.print(f"[bold]{_escape(r.get('a', '?'))} -> {_escape(r.get('b', '?'))}[/]")
     _print_diff(r.get("diff") or "", c)
 
 
-def _propose(r: dict[str, Any], c: Console) -> None:
+def propose(r: dict[str, Any], c: Console) -> None:
     if r.get("dry_run"):
         c.print(
             f"[green]valid[/] against {_escape(r.get('against', '?'))} "
@@ -243,18 +261,50 @@ def _propose(r: dict[str, Any], c: Console) -> None:
     _print_diff(r.get("diff") or "", c)
 
 
-def _gate_rows(verdict: dict[str, Any], c: Console) -> None:
-    t = Table("gate", "measured", "threshold", "result")
-    for g in verdict.get("gates", []):
-        mark = "skip" if g.get("skipped") else "pass" if g.get("passed") else "FAIL"
-        t.add_row(g["gate"], _figure(g.get("measured")), _figure(g.get("threshold")), mark)
-    c.print(t)
+# A verdict's gates: which, and how they went, kept longest; the note goes first.
+GATE_COLUMNS = (
+    Col("gate", 1),
+    Col("measured", 3),
+    Col("threshold", 4),
+    Col("result", 2),
+    Col("note", 5, text=True),
+)
+_MARK_STYLE = {"pass": "green", "FAIL": "red", "skip": "dim", "off": "dim"}
 
 
-def _review(r: dict[str, Any], c: Console) -> None:
+def _mark(g: dict[str, Any]) -> str:
+    """A gate's outcome in the words of ``GateResult.mark``, from the reply's JSON."""
+    if g.get("skipped"):
+        return "skip"
+    if not g.get("enabled", True):
+        return "off"
+    return "pass" if g.get("passed") else "FAIL"
+
+
+def _gate_row(g: dict[str, Any]) -> list[str]:
+    mark = _mark(g)
+    note = _escape(g.get("note") or "")
+    if g.get("test"):
+        note += f" [dim]({_escape(g['test'])})[/]"
+    return [
+        _escape(str(g.get("gate"))),
+        _figure(g.get("measured")),
+        _figure(g.get("threshold")),
+        f"[{_MARK_STYLE[mark]}]{mark}[/]",
+        note,
+    ]
+
+
+def gates(verdict: dict[str, Any], c: Console) -> None:
+    """A verdict's gates as a table that fits the console."""
+    rows = [_gate_row(g) for g in verdict.get("gates", [])]
+    c.print(fitted(GATE_COLUMNS, rows, c.width))
+
+
+def review(r: dict[str, Any], c: Console) -> None:
     waiting = r.get("awaiting") or []
     state = "on" if r.get("enabled") else "off"
-    c.print(f"review step {state} ([gates.review]); live version {_escape(str(r.get('live')))}")
+    c.print(f"review step {state} (\\[gates.review]); live version {_escape(str(r.get('live')))}")
     if not waiting:
         c.print("no candidate awaits review")
         return
@@ -275,7 +325,7 @@ def _review(r: dict[str, Any], c: Console) -> None:
         verdict = x.get("verdict") or {}
         if verdict:
             c.print(f"verdict: {_escape(verdict.get('reason', ''))}")
-            _gate_rows(verdict, c)
+            gates(verdict, c)
         _print_diff(x.get("patch") or "", c)
         if x.get("approvable"):
             c.print(
@@ -290,25 +340,25 @@ def _review(r: dict[str, Any], c: Console) -> None:
             )
 
 
-def _approve(r: dict[str, Any], c: Console) -> None:
+def approve(r: dict[str, Any], c: Console) -> None:
     c.print(
         f"c{r.get('candidate')} approved by {_escape(str(r.get('reviewer')))}: "
         f"[bold]{_escape(str(r.get('live')))}[/] is live"
     )
 
 
-def _reject(r: dict[str, Any], c: Console) -> None:
+def reject(r: dict[str, Any], c: Console) -> None:
     c.print(
         f"c{r.get('candidate')} rejected by {_escape(str(r.get('reviewer')))}: "
         f"{_escape(str(r.get('reason')))}"
     )
 
 
-def _rollback(r: dict[str, Any], c: Console) -> None:
+def rollback(r: dict[str, Any], c: Console) -> None:
     c.print(f"rolled back: [bold]{_escape(str(r.get('live')))}[/] is live")
 
 
-def _loop_switch(r: dict[str, Any], c: Console) -> None:
+def loop_switch(r: dict[str, Any], c: Console) -> None:
     if r.get("paused"):
         c.print("improvement loop [yellow]paused[/] ('harnessctl resume' to continue)")
     else:
@@ -329,12 +379,12 @@ def toml_lines(data: dict[str, Any], table: str = "") -> list[str]:
     return lines
 
 
-def _policy_show(r: dict[str, Any], c: Console) -> None:
+def policy_show(r: dict[str, Any], c: Console) -> None:
     c.print(f"[bold]policy in force[/] (from {_escape(str(r.get('path')))}):")
-    c.print(Syntax("\n".join(toml_lines(r.get("policy") or {})).strip(), "toml", theme="ansi_dark"))
+    c.print(_code("\n".join(toml_lines(r.get("policy") or {})).strip(), "toml"))
 
 
-def _policy_check(r: dict[str, Any], c: Console) -> None:
+def policy_check(r: dict[str, Any], c: Console) -> None:
     c.print(
         f"{_escape(str(r.get('name')))}: [green]valid[/] (not applied; edit the policy file "
         "in force to apply it)"
@@ -347,7 +397,7 @@ def _policy_check(r: dict[str, Any], c: Console) -> None:
         c.print(_escape(r["review_text"]))
 
 
-def _stop(r: dict[str, Any], c: Console) -> None:
+def stop(r: dict[str, Any], c: Console) -> None:
     pid = r.get("pid", "?")
     if r.get("stopped"):
         c.print(f"harnessd (pid {pid}) stopped")
@@ -355,7 +405,7 @@ def _stop(r: dict[str, Any], c: Console) -> None:
         c.print(f"harnessd (pid {pid}) is stopping; it has not closed its socket yet")
 
 
-def _answer(r: dict[str, Any], c: Console) -> None:
+def answer(r: dict[str, Any], c: Console) -> None:
     c.print(
         f"[dim]request {r.get('request')} · version {r.get('version')} · "
         f"{r.get('tokens')} tokens · {r.get('wall_s')} s[/]"
@@ -368,51 +418,23 @@ def _answer(r: dict[str, Any], c: Console) -> None:
         c.print("verified: " + ("[green]correct[/]" if r["passed"] else "[red]wrong[/]"))
 
 
-def _report(r: dict[str, Any], c: Console) -> None:
+def report(r: dict[str, Any], c: Console) -> None:
     c.print(_escape(summary_line(r)))
 
 
-def _label(r: dict[str, Any], c: Console) -> None:
+def label(r: dict[str, Any], c: Console) -> None:
     c.print(f"task {r['task']} added to suite {r['suite']} ({r['tasks']} tasks, {r['path']})")
 
 
-def _suite_export(r: dict[str, Any], c: Console) -> None:
+def suite_export(r: dict[str, Any], c: Console) -> None:
     if "written" in r:
         c.print(f"suite {r['suite']}: {r['tasks']} tasks written to {r['written']}")
     else:
         sys.stdout.write(r["text"])  # as it is: the file format, for a redirect
 
 
-_VIEWS: dict[str, Callable[[Any, Console], None]] = {
-    "report": _report,
-    "status": _status,
-    "events": _events,
-    "lineage": _lineage,
-    "show": _show,
-    "diff": _diff,
-    "ask": _answer,
-    "run": _answer,
-    "propose": _propose,
-    "rollback": _rollback,
-    "review": _review,
-    "approve": _approve,
-    "reject": _reject,
-    "pause": _loop_switch,
-    "resume": _loop_switch,
-    "policy_show": _policy_show,
-    "policy_check": _policy_check,
-    "stop": _stop,
-    "label": _label,
-    "suite_export": _suite_export,
-}
-
-
-def watch(events: Iterable[dict[str, Any]], *, as_json: bool, console: Console) -> None:
+def watch(events: Iterable[dict[str, Any]], console: Console) -> None:
     """Print events as they come; ``progress`` events drive one bar per evaluation."""
-    if as_json:
-        for event in events:
-            print(json.dumps(event), flush=True)
-        return
     bars: dict[str, TaskID] = {}
     with Progress(
         TextColumn("{task.description}"),

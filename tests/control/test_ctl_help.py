@@ -1,5 +1,5 @@
-"""harnessctl's commands and help come from one table (``protocol.VERBS``), and the README's
-command table lists every verb and nothing else."""
+"""harnessctl's commands and help come from the verb table (``daemon.control.verbs``), and
+the README's command table lists every verb and nothing else."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from daemon.control.ctl import build_parser
-from daemon.control.protocol import COMMAND_GROUPS, VERBS
+from daemon.control.verbs import VERBS
 
 pytestmark = pytest.mark.unit
 
@@ -32,7 +32,7 @@ def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Le
                 leaves = _commands(child, words)
                 if leaves:
                     found.update(leaves)
-                    assert helps[name] == COMMAND_GROUPS[name], name
+                    assert helps[name] == VERBS.groups[name], name
                 else:
                     assert child.description == helps[name], name
                     found[words] = (helps[name], child._defaults)
@@ -41,11 +41,11 @@ def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Le
 
 def test_every_command_is_a_verb_of_the_table_with_its_help() -> None:
     commands = _commands(build_parser())
-    assert set(commands) == {v.command for v in VERBS.values()}
-    for name, verb in VERBS.items():
+    assert set(commands) == {v.command for v in VERBS}
+    for verb in VERBS:
         help_line, defaults = commands[verb.command]
         assert help_line == verb.help
-        assert defaults["view"] == name  # the view (and the verb sent) is the table's name
+        assert defaults["verb"] is verb  # what is sent and the view come from the table
 
 
 def _readme_commands() -> list[str]:
@@ -63,19 +63,18 @@ def _readme_commands() -> list[str]:
 
 def test_the_readme_lists_every_verb_and_no_other() -> None:
     spelled = _readme_commands()
-    for verb in VERBS.values():
+    for verb in VERBS:
         words = " ".join(verb.command)
         assert any(s == words or s.startswith(words + " ") for s in spelled), (
             f"README.md's command table does not list 'harnessctl {words}'"
         )
-    firsts = {v.command[0] for v in VERBS.values()}
+    firsts = {v.command[0] for v in VERBS}
     unknown = [s for s in spelled if s.split()[0] not in firsts]
     assert not unknown, f"README.md lists harnessctl commands that do not exist: {unknown}"
 
 
 def test_the_daemon_serves_every_verb_of_the_table() -> None:
-    from daemon.control.verbs import ControlApi
+    from daemon.control.handlers import HANDLERS
 
-    served = {n.removeprefix("verb_") for n in dir(ControlApi) if n.startswith("verb_")}
     # ``watch`` is the server's own (a stream, not a reply).
-    assert served | {"watch"} == set(VERBS)
+    assert {v.name for v in VERBS if v.name in HANDLERS} | {"watch"} == {v.name for v in VERBS}

@@ -1,18 +1,40 @@
-"""harnessctl as a person uses it: every verb through the real CLI against a real daemon."""
+"""harnessctl as a person uses it: every verb through the real CLI against a real daemon,
+and the table views read in a real 80-column terminal."""
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.daemon_process import ctl, start_daemon
+from tests.control.terminal import in_terminal, misfits, table_rows
+from tests.daemon_process import RunningDaemon, ctl, start_daemon
 from tests.improve.patches import IMPROVE
 from tests.improve.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+# Two lines, longer than any terminal: the lineage shows it clipped to one line of its row.
+RATIONALE = (
+    "Say which mode we want in the system message, and claim success only when the harness "
+    "produced calls:\nthe verifier saw claimed successes on empty outputs, which the honesty "
+    "gate holds against us."
+)
+
+
+def _ctl_argv(daemon: RunningDaemon) -> list[str]:
+    return [sys.executable, "-m", "daemon.control.ctl", "--state-dir", str(daemon.state_dir)]
+
+
+def _fits_80(daemon: RunningDaemon, *args: str) -> str:
+    """``harnessctl args`` in an 80x40 terminal: what it printed, checked to fit."""
+    code, text = in_terminal([*_ctl_argv(daemon), *args], columns=80, rows=40)
+    assert code == 0, text
+    assert not misfits(text, 80), "\n".join([*misfits(text, 80), text])
+    return text
 
 
 @pytest.mark.timeout(900)
@@ -21,11 +43,12 @@ def test_every_verb_through_the_cli(tmp_path: Path, asset_cache: Path) -> None:
     solver = tmp_path / "solver.toml"
     solver.write_text(solver_script(asset_cache, {"GOOD": positions(n, lambda i: i % 2 == 0)}))
     # No self-proposals: only the patch a person submits goes through the pipeline.
+    # The review step on: the patch waits for a person's approval, so ``review`` has one.
     policy = (
         policy_text(solver, solver, solver, cycles=0)
         .replace(f'panel = ["scripted:{solver}"]', "panel = []")
         .replace("max_cycles = 0", "max_cycles = 0\nenabled = false")
-    )
+    ) + "\n[gates.review]\nenabled = true\n"
     daemon = start_daemon(tmp_path, asset_cache, policy)
     patch = tmp_path / "improve.txt"
     patch.write_text(IMPROVE)
@@ -45,16 +68,37 @@ def test_every_verb_through_the_cli(tmp_path: Path, asset_cache: Path) -> None:
         r = ctl(daemon, "propose", str(patch), "--dry-run")
         assert r.returncode == 0 and "MODE:GOOD" in r.stdout
 
-        r = ctl(daemon, "--json", "propose", str(patch), "--rationale", "from a person")
+        r = ctl(daemon, "propose", str(broken), "--rationale", "a patch that cannot apply")
+        assert r.returncode == 1 and "error (invalid_patch)" in r.stderr  # recorded, rejected
+        r = ctl(daemon, "--json", "propose", str(patch), "--rationale", RATIONALE)
         assert r.returncode == 0, r.stderr
         candidate = json.loads(r.stdout)["candidate"]
         deadline = time.monotonic() + 600
-        while "v0002" not in ctl(daemon, "lineage").stdout:
+        while not json.loads(ctl(daemon, "--json", "review").stdout)["awaiting"]:
             assert time.monotonic() < deadline, daemon.log.read_text()[-3000:]
             time.sleep(1)
+
+        # The table views in an 80-column terminal: fewer columns, one line a row.
+        lineage = _fits_80(daemon, "lineage")
+        rows = {row[0]: row for row in table_rows(lineage)}
+        assert set(rows) == {f"c{candidate - 1}", f"c{candidate}"}, lineage
+        clipped = [c for c in rows[f"c{candidate}"] if c.startswith("Say which mode")]
+        assert clipped and clipped[0].endswith("…"), lineage
+        code, wide = in_terminal([*_ctl_argv(daemon), "lineage", "--wide"])
+        assert code == 0 and " ".join(RATIONALE.split()) in wide, wide  # whole, on one line
+        assert "built on" in wide and "decided by" in wide
+        shown = _fits_80(daemon, "show", f"c{candidate}")
+        assert "accuracy" in shown and "pass" in shown and "MODE:GOOD" in shown
+        assert f"awaiting review: c{candidate}" in _fits_80(daemon, "status")
+        review = _fits_80(daemon, "review")
+        assert f"harnessctl approve c{candidate}" in review and "MODE:GOOD" in review
+
+        r = ctl(daemon, "approve", f"c{candidate}", "--as", "tester", "--reason", "reads well")
+        assert r.returncode == 0 and "approved by tester: v0002 is live" in r.stdout, r.stderr
         shown = json.loads(ctl(daemon, "--json", "show", f"c{candidate}").stdout)
         assert shown["state"] == "accepted" and shown["source"] == "external"
-        assert shown["rationale"] == "from a person"
+        assert shown["rationale"] == RATIONALE and shown["decided_by"] == "person"
+        _fits_80(daemon, "show", "v0002")
         r = ctl(daemon, "show", "v0002")
         assert r.returncode == 0 and "accuracy" in r.stdout and "pass" in r.stdout
         r = ctl(daemon, "diff", "v0001", "v0002")
