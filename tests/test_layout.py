@@ -238,3 +238,79 @@ def test_tests_import_helpers_never_other_test_modules() -> None:
                 if name.startswith("tests.") and name.split(".")[-1].startswith("test_"):
                     offenders.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not offenders, offenders
+
+
+# A module-level name that names a type: CamelCase, not an ALL_CAPS constant (``Emit``,
+# ``_Closed``; not ``MAX_LINE`` or ``log``).
+_TYPE_NAME = re.compile(r"^_*[A-Z]\w*[a-z]\w*$")
+# A type variable is a placeholder local to each generic definition, not a type of its own.
+_TYPE_VARIABLES = {"TypeVar", "ParamSpec", "TypeVarTuple"}
+
+
+def _module_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements run at import, including those under a module-level ``if`` or ``try``
+    (``if TYPE_CHECKING:`` aliases count)."""
+    found: list[ast.stmt] = []
+    for node in body:
+        if isinstance(node, ast.If):
+            found += _module_level(node.body) + _module_level(node.orelse)
+        elif isinstance(node, ast.Try):
+            found += _module_level(node.body) + _module_level(node.orelse)
+            found += _module_level(node.finalbody)
+            for handler in node.handlers:
+                found += _module_level(handler.body)
+        else:
+            found.append(node)
+    return found
+
+
+def _type_names(tree: ast.Module) -> set[str]:
+    """The classes and type aliases ``tree`` defines at module level."""
+    names: set[str] = set()
+    for node in _module_level(tree.body):
+        if isinstance(node, ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            if ast.unparse(node.annotation).split(".")[-1] == "TypeAlias":
+                names.add(node.target.id)
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and _TYPE_NAME.match(node.targets[0].id)
+        ):
+            value = node.value
+            called = ast.unparse(value.func).split(".")[-1] if isinstance(value, ast.Call) else ""
+            if called not in _TYPE_VARIABLES:
+                names.add(node.targets[0].id)
+    return names
+
+
+def duplicate_type_names(root: Path, modules: list[Path]) -> dict[str, list[str]]:
+    """Every class or type-alias name defined in more than one of ``modules``, with where."""
+    where: dict[str, list[str]] = {}
+    for path in modules:
+        for name in _type_names(ast.parse(path.read_text())):
+            where.setdefault(name, []).append(str(path.relative_to(root)))
+    return {name: paths for name, paths in sorted(where.items()) if len(paths) > 1}
+
+
+def test_each_class_and_type_alias_name_is_defined_once() -> None:
+    """One name per concept: two things called ``Step`` (or two copies of one ``Emit``) make
+    a reader guess which is meant. Private names count too."""
+    offenders = duplicate_type_names(ROOT, _modules())
+    assert not offenders, f"names defined more than once (rename one, or import it): {offenders}"
+
+
+def test_a_name_defined_twice_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(
+        "from typing import Any, TypeVar\nT = TypeVar('T')\nclass Step: ...\n"
+        "Emit = dict[str, Any]\nMAX = 3\n"
+    )
+    (tmp_path / "b.py").write_text(
+        "from typing import TYPE_CHECKING, TypeVar\nT = TypeVar('T')\nMAX = 4\n"
+        "Step = int | str\nif TYPE_CHECKING:\n    class Emit: ...\n"
+    )
+    (tmp_path / "c.py").write_text("def f() -> None:\n    class Step: ...\n")
+    found = duplicate_type_names(tmp_path, sorted(tmp_path.glob("*.py")))
+    assert found == {"Emit": ["a.py", "b.py"], "Step": ["a.py", "b.py"]}

@@ -21,7 +21,7 @@ import hashlib
 import logging
 import os
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +36,7 @@ from daemon.config.statedir import split_secret
 from daemon.errors import SandboxError, SetupError
 from daemon.evaluation.executor import Executor, ExecutorType, LocalExecutor, open_executor
 from daemon.evaluation.health import CLUSTER, ENGINE, Health
+from daemon.events import Emit
 from daemon.gateway.budget import BudgetGuard
 from daemon.gateway.metering import MeteredModel
 from daemon.providers import make_provider
@@ -53,8 +54,6 @@ from sandbox.limits import Limits
 from sandbox.rundir import ROOT_PREFIX, remove_orphan_run_dirs, runs_root
 
 log = logging.getLogger("harnessd.runtime")
-
-Emit = Callable[..., Awaitable[Any]]
 
 
 async def _log_only(

@@ -109,18 +109,18 @@ class _Llama(Llama):
 
 
 @dataclass
-class _Model:
+class _LoadedModel:
     llama: Any  # llama_cpp.Llama (untyped library)
     formatter: Jinja2ChatFormatter
     eos: str
     lock: threading.Lock
 
 
-_models: dict[Path, _Model] = {}
+_models: dict[Path, _LoadedModel] = {}
 _models_lock = threading.Lock()
 
 
-def _open_model(path: Path, cfg: LocalSettings) -> _Model:
+def _open_model(path: Path, cfg: LocalSettings) -> _LoadedModel:
     with _models_lock:
         found = _models.get(path)
         if found is not None:
@@ -142,7 +142,7 @@ def _open_model(path: Path, cfg: LocalSettings) -> _Model:
         bos = llama.detokenize([bos_id], special=True).decode() if bos_id >= 0 else ""
         template = llama.metadata.get("tokenizer.chat_template") or _CHATML
         formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
-        found = _models[path] = _Model(llama, formatter, eos, threading.Lock())
+        found = _models[path] = _LoadedModel(llama, formatter, eos, threading.Lock())
         return found
 
 
@@ -341,7 +341,11 @@ class LocalProvider:
             ended.set()
 
     def _generate(
-        self, model: _Model, request: ChatRequest, prompt_text: str, grammar: LlamaGrammar | None
+        self,
+        model: _LoadedModel,
+        request: ChatRequest,
+        prompt_text: str,
+        grammar: LlamaGrammar | None,
     ) -> ChatResponse:
         llama = model.llama
         tokens = llama.tokenize(prompt_text.encode("utf-8"), add_bos=False, special=True)
