@@ -99,19 +99,24 @@ def planted_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _plant(root: Path, module: str, line: str) -> None:
-    path = root / module
-    path.write_text(path.read_text() + f"\n{line}\n")
+def _planted(clean: Path, where: Path, plants: dict[str, str]) -> Path:
+    """A copy of the clean tree at ``where``, with each module's planted line appended."""
+    shutil.copytree(clean, where)
+    for module, line in plants.items():
+        path = where / module
+        path.write_text(path.read_text() + f"\n{line}\n")
+    return where
 
 
 def test_a_relative_import_out_of_the_acceptance_core_is_caught(
     planted_root: Path, tmp_path: Path
 ) -> None:
-    root = tmp_path / "tree"
-    shutil.copytree(planted_root, root)
-    assert layout.acceptance_core_violations(root) == []
-    _plant(root, "daemon/acceptance/rule.py", "from ..store import Store")
-    _plant(root, "daemon/acceptance/power.py", "from . import knobs")
+    assert layout.acceptance_core_violations(planted_root) == []
+    plants = {
+        "daemon/acceptance/rule.py": "from ..store import Store",
+        "daemon/acceptance/power.py": "from . import knobs",
+    }
+    root = _planted(planted_root, tmp_path / "tree", plants)
     assert layout.acceptance_core_violations(root) == [
         "daemon.acceptance.rule imports daemon.store (outside the acceptance core)"
     ]
@@ -134,9 +139,7 @@ def test_a_relative_import_out_of_the_acceptance_core_is_caught(
 def test_a_planted_import_the_proposer_may_not_reach_is_caught(
     planted_root: Path, tmp_path: Path, module: str, line: str, reached: str
 ) -> None:
-    root = tmp_path / "tree"
-    shutil.copytree(planted_root, root)
-    _plant(root, module, line)
+    root = _planted(planted_root, tmp_path / "tree", {module: line})
     assert reached in layout.proposer_violations(layout.import_graph(root))
 
 
@@ -221,10 +224,9 @@ def test_a_name_defined_twice_is_caught(tmp_path: Path) -> None:
 def test_a_tool_environment_import_of_the_daemon_is_caught(
     planted_root: Path, tmp_path: Path
 ) -> None:
-    root = tmp_path / "tree"
-    shutil.copytree(planted_root, root)
-    assert layout.toolenv_violations(root) == []
-    _plant(root, "daemon/suites/toolenv/bfcl_api.py", "from ...store import Store")
+    assert layout.toolenv_violations(planted_root) == []
+    plants = {"daemon/suites/toolenv/bfcl_api.py": "from ...store import Store"}
+    root = _planted(planted_root, tmp_path / "tree", plants)
     assert layout.toolenv_violations(root) == [
         "daemon.suites.toolenv.bfcl_api imports daemon.store"
     ]
