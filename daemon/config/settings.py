@@ -55,7 +55,9 @@ class OpenAISettings(KeyedProvider):
 class LocalSettings(ClosedModel):
     # None: the embedded SmolLM2-135M-Instruct GGUF, taken from its pinned wheel.
     model_path: Path | None = None
-    n_ctx: Annotated[int, Field(ge=512, le=131072)] = 4096
+    # The context window in tokens. None: the length the model was trained on, read from its
+    # GGUF (``<arch>.context_length``), at most providers.local_llama.CONTEXT_CAP.
+    n_ctx: Annotated[int, Field(ge=512, le=131072)] | None = None
     n_threads: Annotated[int, Field(ge=1, le=256)] | None = None
     seed: int = 0
 
