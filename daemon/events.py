@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +26,9 @@ log = logging.getLogger("harnessd.events")
 
 SUBSCRIBER_BUFFER = 1024
 Event = dict[str, Any]
+# How a component reports an event: :meth:`EventBus.emit`'s signature, ``emit(kind, message,
+# *, level=..., persist=..., **data)``, so a component is handed the bus's method, not the bus.
+Emit = Callable[..., Awaitable[Any]]
 
 
 def make_event(

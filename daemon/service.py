@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -256,12 +257,16 @@ def _print_attach_hint(socket_path: Any) -> None:
 
 
 async def serve(loaded: LoadedSettings) -> None:
-    state_dir = prepare_state_dir(loaded.state_dir)
-    register_configured_secrets(loaded)
-    # Read (or made) before anything starts: a token file others can read stops here.
-    token = endpoint_token(loaded) if loaded.settings.endpoint.enabled else None
+    def prepare() -> tuple[Path, str | None]:
+        state_dir = prepare_state_dir(loaded.state_dir)
+        register_configured_secrets(loaded)  # reads the key files
+        # Read (or made) before anything starts: a token file others can read stops here.
+        token = endpoint_token(loaded) if loaded.settings.endpoint.enabled else None
+        return state_dir, token
+
+    state_dir, token = await anyio.to_thread.run_sync(prepare)
     with hold_lock(state_dir):
-        policy = load_policy(loaded.policy_path)
+        policy = await anyio.to_thread.run_sync(load_policy, loaded.policy_path)
 
         async def usable(p: Policy) -> None:
             """More than the file's own validity: its models can be made, its suite loaded
@@ -271,7 +276,7 @@ async def serve(loaded: LoadedSettings) -> None:
 
         await usable(policy)
         holder = PolicyHolder(loaded.policy_path, policy, [usable])
-        store = Store(state_dir / "state.db")
+        store = await anyio.to_thread.run_sync(Store, state_dir / "state.db")
         try:
             await Daemon(loaded, holder, store, EventBus(store, redact), token).run()
         finally:

@@ -33,7 +33,7 @@ MAX_CONNECTIONS = 64
 
 
 @dataclass(frozen=True)
-class Endpoint:
+class FrontAddress:
     """Where the daemon's gateway front listens, and its certificate (pinned, public)."""
 
     host: str
@@ -52,7 +52,7 @@ def client_context(cert_pem: str) -> ssl.SSLContext:
     return ctx
 
 
-async def connect(endpoint: Endpoint, capability: str, number: int) -> ByteStream:
+async def connect(endpoint: FrontAddress, capability: str, number: int) -> ByteStream:
     """A connection to the front, authenticated as connection ``number`` of the run."""
     try:
         with anyio.fail_after(CONNECT_S):
@@ -93,7 +93,9 @@ async def _pipe(source: ByteStream, sink: ByteStream, done: anyio.CancelScope) -
     done.cancel()  # either side ending ends the connection (TLS has no half-close)
 
 
-async def _carry(local: RawUnixStream, endpoint: Endpoint, capability: str, number: int) -> None:
+async def _carry(
+    local: RawUnixStream, endpoint: FrontAddress, capability: str, number: int
+) -> None:
     async with local:
         try:
             remote = await connect(endpoint, capability, number)
@@ -105,7 +107,7 @@ async def _carry(local: RawUnixStream, endpoint: Endpoint, capability: str, numb
 
 
 async def _accept(
-    listener: socket.socket, endpoint: Endpoint, capability: str, tg: TaskGroup
+    listener: socket.socket, endpoint: FrontAddress, capability: str, tg: TaskGroup
 ) -> None:
     number = 0
     while True:
@@ -126,7 +128,7 @@ async def _watch_lease(lease: ByteStream, lost: anyio.Event) -> None:
 
 @asynccontextmanager
 async def bridge(
-    socket_path: Path, endpoint: Endpoint, capability: str
+    socket_path: Path, endpoint: FrontAddress, capability: str
 ) -> AsyncIterator[anyio.Event]:
     """Serve the run's socket at ``socket_path`` while the body runs, carried to the front.
     Yields an event set when the daemon lets go of the run (the lease ended)."""

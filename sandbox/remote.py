@@ -20,7 +20,7 @@ from pathlib import Path
 
 import anyio
 
-from sandbox.bridge import Endpoint, bridge
+from sandbox.bridge import FrontAddress, bridge
 from sandbox.container import BASE_ENV, ContainerOutcome, ReadOnlyMount, RunSpec, run_container
 from sandbox.engine import DockerEngine
 from sandbox.errors import ContainerFailure
@@ -74,7 +74,7 @@ class UnitSpec:
     labels: dict[str, str]  # with the daemon's instance label
     harness_digest: str
     guest_digest: str
-    endpoint: Endpoint
+    endpoint: FrontAddress
     capability: str
 
 

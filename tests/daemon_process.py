@@ -48,8 +48,11 @@ def start_daemon(
     seed: Path | None = None,
     env: dict[str, str] | None = None,
     settings_text: str = "",
+    loop_watch: bool = False,
 ) -> RunningDaemon:
-    """``settings_text``: more of ``harnessd.toml`` (provider tables), after the defaults."""
+    """``settings_text``: more of ``harnessd.toml`` (provider tables), after the defaults.
+    ``loop_watch``: run it under asyncio's debug mode, every step that holds the event loop
+    too long reported in its log (``tests/support/loop_watch.py``)."""
     refuse_in_unit_tests("a harnessd daemon (tests/daemon_process.py)")
     state = tmp_path / "state"
     policy = tmp_path / "policy.toml"
@@ -62,10 +65,12 @@ def start_daemon(
         'log_format = "json"\n' + settings_text
     )
     log = tmp_path / "daemon.log"
+    watch = [str(ROOT / "tests" / "support" / "loop_watch.py")]
+    launcher = [sys.executable, *(watch if loop_watch else ["-m", "daemon.cli"])]
     env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESSD_")} | (env or {})
     with log.open("w") as log_file:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "daemon.cli", "--config", str(config), "serve"],
+            [*launcher, "--config", str(config), "serve"],
             stdout=subprocess.DEVNULL,
             stderr=log_file,
             text=True,

@@ -1,12 +1,18 @@
-"""The layout rules the architecture relies on, checked on the source itself."""
+"""The layout rules the architecture relies on, checked on the source itself (the rules are
+functions in ``tests/support/layout_rules.py``; each is also shown catching a planted break)."""
 
 from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support import layout_rules as layout
 
 pytestmark = pytest.mark.unit
 
@@ -26,10 +32,6 @@ SQL_OWNERS = {
 _SQL = re.compile(r"\b(SELECT|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|CREATE\s+TABLE)\b")
 
 
-def _modules() -> list[Path]:
-    return sorted([*DAEMON.rglob("*.py"), *(ROOT / "sandbox").rglob("*.py")])
-
-
 def _strings(path: Path) -> list[str]:
     tree = ast.parse(path.read_text())
     return [
@@ -40,7 +42,7 @@ def _strings(path: Path) -> list[str]:
 def test_sql_is_written_only_by_the_table_owners() -> None:
     offenders = [
         str(p.relative_to(ROOT))
-        for p in _modules()
+        for p in layout.modules(ROOT)
         if str(p.relative_to(ROOT)) not in SQL_OWNERS and any(_SQL.search(s) for s in _strings(p))
     ]
     assert not offenders, f"SQL outside the table owners: {offenders}"
@@ -53,172 +55,138 @@ def test_daemon_top_level_stays_small() -> None:
     assert len(top) <= 12, top
 
 
-def _imports(path: Path, package: str) -> set[str]:
-    """Modules of ``daemon``/``sandbox`` that ``path`` imports, at any depth (TYPE_CHECKING too)."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{a.name}" for a in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-    return {m for m in found if m.split(".")[0] in ("daemon", "sandbox")}
-
-
-def _module_name(path: Path) -> str:
-    rel = path.relative_to(ROOT).with_suffix("")
-    parts = list(rel.parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
 def test_no_import_cycles_between_modules_and_sandbox_never_imports_daemon() -> None:
-    names = {_module_name(p): p for p in _modules()}
-    graph = {
-        name: {m for m in _imports(path, name) if m in names and m != name}
-        for name, path in names.items()
-    }
-    for name, deps in graph.items():
-        if name.startswith("sandbox"):
-            assert not any(d.startswith("daemon") for d in deps), (name, deps)
-    # Cycles among modules (a package __init__ re-exporting its own modules is not a cycle).
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> None:
-        state[node] = 1
-        stack.append(node)
-        for dep in graph[node]:
-            if node.startswith(dep + "."):
-                continue  # a module importing its own package's __init__
-            if dep.startswith(node + "."):
-                continue  # a package __init__ importing its own submodules
-            if state.get(dep) == 1:
-                cycle = [*stack[stack.index(dep) :], dep]
-                raise AssertionError(f"import cycle: {' -> '.join(cycle)}")
-            if dep not in state:
-                visit(dep)
-        stack.pop()
-        state[node] = 2
-
-    for name in graph:
-        if name not in state:
-            visit(name)
-
-
-def _graph() -> dict[str, set[str]]:
-    names = {_module_name(p): p for p in _modules()}
-    return {
-        name: {m for m in _imports(path, name) if m in names and m != name}
-        for name, path in names.items()
-    }
-
-
-def _reach(graph: dict[str, set[str]], start: set[str]) -> set[str]:
-    """Every module reachable from ``start`` through imports (importing ``a.b`` also runs
-    the package ``a``'s ``__init__``)."""
-    seen: set[str] = set()
-    todo = list(start)
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        parts = name.split(".")
-        todo.extend(
-            ".".join(parts[:i]) for i in range(1, len(parts)) if ".".join(parts[:i]) in graph
-        )
-        todo.extend(graph.get(name, ()))
-    return seen
-
-
-# What the pure acceptance core may import from the standard library: no IO, no clocks, no
-# threads, no randomness (its functions are deterministic functions of their arguments).
-_CORE_STDLIB = {
-    "__future__",
-    "collections",
-    "dataclasses",
-    "enum",
-    "functools",
-    "itertools",
-    "math",
-    "typing",
-    "bisect",
-    "heapq",
-    "fractions",
-    "statistics",
-    "operator",
-}
+    graph = layout.import_graph(ROOT)
+    assert not layout.sandbox_imports_of_daemon(graph)
+    cycle = layout.import_cycle(graph)
+    assert cycle is None, f"import cycle: {' -> '.join(cycle or [])}"
 
 
 def test_acceptance_core_is_pure() -> None:
     """``daemon.acceptance`` imports nothing from ``daemon`` outside itself, and from the
     standard library only what computes (the guarantees in DESIGN.md are about this code)."""
-    for path in sorted((DAEMON / "acceptance").rglob("*.py")):
-        name = _module_name(path)
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom):
-                mods = [node.module or ""] if node.level == 0 else ["daemon.acceptance"]
-            elif isinstance(node, ast.Import):
-                mods = [a.name for a in node.names]
-            else:
-                continue
-            for mod in mods:
-                top = mod.split(".")[0]
-                if top in ("daemon", "sandbox"):
-                    assert mod == "daemon.acceptance" or mod.startswith("daemon.acceptance."), (
-                        f"{name} imports {mod}: the acceptance core imports nothing from "
-                        "daemon outside itself"
-                    )
-                else:
-                    assert top in _CORE_STDLIB, (
-                        f"{name} imports {mod}: not on the core's list of pure modules"
-                    )
+    assert not layout.acceptance_core_violations(ROOT)
 
 
-# Modules through which held-out data can be read: the store and every table owner, the
-# lineage (candidates carry their verdicts), the alpha ledger, the held-out stage and the
-# pipeline that runs it, the runtime and the splits (held-out ids), the acceptance core.
-_HELDOUT_REACHABLE = (
-    "daemon.store",
-    "daemon.evaluation.results",
-    "daemon.evaluation.runtime",
-    "daemon.evaluation.evaluator",
-    "daemon.suites",
-    "daemon.lineage",
-    "daemon.gateway",
-    "daemon.acceptance",
-    "daemon.improve.alpha_ledger",
-    "daemon.improve.heldout",
-    "daemon.improve.pipeline",
-    "daemon.improve.briefing",
-    "daemon.live",
-    "daemon.control",
-)
-
-
-def proposer_closure_violations(graph: dict[str, set[str]]) -> list[str]:
-    closure = _reach(graph, {m for m in graph if m.startswith("daemon.improve.proposer")})
-    return sorted(
-        m for m in closure if any(m == b or m.startswith(b + ".") for b in _HELDOUT_REACHABLE)
-    )
-
-
-def test_the_proposer_cannot_import_anything_that_reaches_heldout_results() -> None:
-    """The information rule, enforced by the import graph: nothing the proposer package
-    imports, at any depth, can read held-out ids, results, verdicts or the alpha ledger."""
-    graph = _graph()
-    assert any(m.startswith("daemon.improve.proposer.") for m in graph)
-    bad = proposer_closure_violations(graph)
+def test_the_proposer_reaches_only_its_allow_list() -> None:
+    """The information rule, enforced by the import graph: everything the proposer package
+    imports, at any depth, is on a list of modules that cannot read held-out ids, results,
+    verdicts or the alpha ledger."""
+    graph = layout.import_graph(ROOT)
+    assert any(m.startswith(layout.PROPOSER + ".") for m in graph)
+    bad = layout.proposer_violations(graph)
     assert not bad, (
-        f"daemon.improve.proposer reaches {bad}: the proposer may learn of held-out outcomes "
-        "only what daemon.improve.briefing hands it"
+        f"{layout.PROPOSER} reaches {bad}, not on its allow-list (PROPOSER_MAY_REACH in "
+        "tests/support/layout_rules.py): add a module there only if it cannot reach held-out "
+        "data; the proposer learns of held-out outcomes only what daemon.improve.briefing "
+        "hands it"
     )
-    # The packages on the way must not import anything themselves (their __init__ runs).
-    for package in ("daemon", "daemon.improve", "daemon.evaluation"):
-        assert not graph.get(package), (package, graph.get(package))
+    # The list names only what exists (a module renamed away must leave it).
+    assert set(graph) >= layout.PROPOSER_MAY_REACH, layout.PROPOSER_MAY_REACH - set(graph)
+
+
+def test_the_tool_environment_code_imports_only_its_own_folder() -> None:
+    assert not layout.toolenv_violations(ROOT)
+
+
+@pytest.fixture(scope="module")
+def planted_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the real ``daemon/`` and ``sandbox/`` sources, for planting imports in."""
+    root = tmp_path_factory.mktemp("tree")
+    for package in layout.PACKAGES:
+        shutil.copytree(ROOT / package, root / package, ignore=shutil.ignore_patterns("*.pyc"))
+    assert layout.proposer_violations(layout.import_graph(root)) == []  # clean before planting
+    return root
+
+
+def _planted(clean: Path, where: Path, plants: dict[str, str]) -> Path:
+    """A copy of the clean tree at ``where``, with each module's planted line appended."""
+    shutil.copytree(clean, where)
+    for module, line in plants.items():
+        path = where / module
+        path.write_text(path.read_text() + f"\n{line}\n")
+    return where
+
+
+def test_a_relative_import_out_of_the_acceptance_core_is_caught(
+    planted_root: Path, tmp_path: Path
+) -> None:
+    assert layout.acceptance_core_violations(planted_root) == []
+    plants = {
+        "daemon/acceptance/rule.py": "from ..store import Store",
+        "daemon/acceptance/power.py": "from . import knobs",
+    }
+    root = _planted(planted_root, tmp_path / "tree", plants)
+    assert layout.acceptance_core_violations(root) == [
+        "daemon.acceptance.rule imports daemon.store (outside the acceptance core)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "reached"),
+    [
+        # A relative import of the held-out stage: once it is resolved, the closure has it.
+        (
+            "daemon/improve/proposer/search.py",
+            "from ..heldout import HeldoutRun",
+            "daemon.improve.heldout",
+        ),
+        # A module nobody put on the allow-list, reached through a permitted one.
+        ("daemon/patches/tree.py", "from daemon.improve import tried", "daemon.improve.tried"),
+        ("daemon/improve/proposer/prompt.py", "import daemon.store", "daemon.store"),
+    ],
+)
+def test_a_planted_import_the_proposer_may_not_reach_is_caught(
+    planted_root: Path, tmp_path: Path, module: str, line: str, reached: str
+) -> None:
+    root = _planted(planted_root, tmp_path / "tree", {module: line})
+    assert reached in layout.proposer_violations(layout.import_graph(root))
+
+
+def test_relative_imports_resolve_to_absolute_names(tmp_path: Path) -> None:
+    (tmp_path / "daemon" / "a" / "b").mkdir(parents=True)
+    init, leaf = tmp_path / "daemon/a/__init__.py", tmp_path / "daemon/a/b/c.py"
+    init.write_text("from . import x\nfrom .b import c\n")
+    leaf.write_text("from . import d\nfrom .. import y\nfrom ...store import Store\n")
+    assert layout.imported_modules(init, "daemon.a") == {
+        "daemon.a",
+        "daemon.a.x",
+        "daemon.a.b",
+        "daemon.a.b.c",
+    }
+    assert layout.imported_modules(leaf, "daemon.a.b.c") == {
+        "daemon.a.b",
+        "daemon.a.b.d",
+        "daemon.a",
+        "daemon.a.y",
+        "daemon.store",
+        "daemon.store.Store",
+    }
+
+
+def test_the_linter_refuses_a_relative_import(tmp_path: Path) -> None:
+    """Ruff's ban on relative imports (TID252), with the project's own settings."""
+    source = 'from ..store import Store\n\n__all__ = ["Store"]\n'
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "check",
+            "--no-cache",
+            "--output-format=concise",
+            "--stdin-filename",
+            "daemon/acceptance/planted.py",
+            "-",
+        ],
+        input=source,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "TID252" in result.stdout, result.stdout
 
 
 def test_tests_import_helpers_never_other_test_modules() -> None:
@@ -226,15 +194,39 @@ def test_tests_import_helpers_never_other_test_modules() -> None:
     area's non-test modules), so running or deleting one test module never changes another."""
     offenders = []
     for path in sorted((ROOT / "tests").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = (
-                [node.module or ""]
-                if isinstance(node, ast.ImportFrom)
-                else [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else []
-            )
-            for name in names:
-                if name.startswith("tests.") and name.split(".")[-1].startswith("test_"):
-                    offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+        for name, _ in layout.import_statements(path, layout.module_name(ROOT, path)):
+            if name.startswith("tests.") and name.split(".")[-1].startswith("test_"):
+                offenders.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not offenders, offenders
+
+
+def test_each_class_and_type_alias_name_is_defined_once() -> None:
+    """One name per concept: two things called ``Step`` (or two copies of one ``Emit``) make
+    a reader guess which is meant. Private names count too."""
+    offenders = layout.duplicate_type_names(ROOT, layout.modules(ROOT))
+    assert not offenders, f"names defined more than once (rename one, or import it): {offenders}"
+
+
+def test_a_name_defined_twice_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(
+        "from typing import Any, TypeVar\nT = TypeVar('T')\nclass Step: ...\n"
+        "Emit = dict[str, Any]\nMAX = 3\n"
+    )
+    (tmp_path / "b.py").write_text(
+        "from typing import TYPE_CHECKING, TypeVar\nT = TypeVar('T')\nMAX = 4\n"
+        "Step = int | str\nif TYPE_CHECKING:\n    class Emit: ...\n"
+    )
+    (tmp_path / "c.py").write_text("def f() -> None:\n    class Step: ...\n")
+    found = layout.duplicate_type_names(tmp_path, sorted(tmp_path.glob("*.py")))
+    assert found == {"Emit": ["a.py", "b.py"], "Step": ["a.py", "b.py"]}
+
+
+def test_a_tool_environment_import_of_the_daemon_is_caught(
+    planted_root: Path, tmp_path: Path
+) -> None:
+    assert layout.toolenv_violations(planted_root) == []
+    plants = {"daemon/suites/toolenv/bfcl_api.py": "from ...store import Store"}
+    root = _planted(planted_root, tmp_path / "tree", plants)
+    assert layout.toolenv_violations(root) == [
+        "daemon.suites.toolenv.bfcl_api imports daemon.store"
+    ]

@@ -39,7 +39,7 @@ class PartKind(Enum):
     CURTAILMENT = "curtailment"
 
 
-Subject = Dimension | Futility | PartKind
+PartSubject = Dimension | Futility | PartKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +49,7 @@ class PartKey:
     ``dimension:tokens``, ``futility:below_parent``, ``curtailment:non_inferiority``)."""
 
     kind: PartKind
-    of: Subject | None = None
+    of: PartSubject | None = None
 
     def __str__(self) -> str:
         if self.of is None:
@@ -71,7 +71,7 @@ class PartKey:
         raise ValueError(f"unknown part key {text!r}")
 
 
-_SUBJECTS: tuple[Subject, ...] = (*Dimension, *Futility, *PartKind)
+_SUBJECTS: tuple[PartSubject, ...] = (*Dimension, *Futility, *PartKind)
 
 NON_INFERIORITY = PartKey(PartKind.NON_INFERIORITY)
 SUPERIORITY = PartKey(PartKind.SUPERIORITY)

@@ -334,18 +334,18 @@ class RuleTests:
     # Where each test finds its e-value in a state: (test, ternary?, index into the state's
     # counts or bounded processes). Precomputed because the rule reads them on every task.
 
-    def _position(self, test: MeanTest, statistic: Statistic) -> Position:
+    def _position(self, test: MeanTest, statistic: Statistic) -> EValueSlot:
         if statistic.ternary:
             return test, True, self.statistics.index(statistic)
         return test, False, [t for t, _ in self.bounded].index(test)
 
     @cached_property
-    def dimension_positions(self) -> tuple[Position, ...]:
+    def dimension_positions(self) -> tuple[EValueSlot, ...]:
         """Each dimension's superiority test, in :class:`Dimension` order."""
         return tuple(self._position(self.superiority[d], d.rule.statistic) for d in Dimension)
 
     @cached_property
-    def futility_positions(self) -> tuple[Position, ...]:
+    def futility_positions(self) -> tuple[EValueSlot, ...]:
         """Each futility test, in the order of ``futility``."""
         return tuple(self._position(test, stat) for _, test, stat in self.futility)
 
@@ -365,5 +365,5 @@ class RuleTests:
         return tuple(s.read for _, s in self.bounded)
 
 
-Position = tuple[MeanTest, bool, int]
+EValueSlot = tuple[MeanTest, bool, int]
 """Where a test's e-value is kept in a state: (test, on a ternary statistic?, index)."""

@@ -62,7 +62,14 @@ from daemon.acceptance.eprocess import (
     ternary_log_value,
 )
 from daemon.acceptance.honesty import HonestyCheck, HonestySummary, honesty_check
-from daemon.acceptance.knobs import Dimension, Futility, FutilityKey, Position, RuleKnobs, Statistic
+from daemon.acceptance.knobs import (
+    Dimension,
+    EValueSlot,
+    Futility,
+    FutilityKey,
+    RuleKnobs,
+    Statistic,
+)
 from daemon.acceptance.observations import PairedOutcome
 
 
@@ -169,7 +176,7 @@ class AcceptanceState:
 
 
 def _value(
-    position: Position, counts: tuple[Counts, ...], bounded: tuple[BoundedEProcess, ...]
+    position: EValueSlot, counts: tuple[Counts, ...], bounded: tuple[BoundedEProcess, ...]
 ) -> float:
     test, ternary, index = position
     if ternary:
@@ -273,7 +280,7 @@ def best_log_non_inferiority(state: AcceptanceState) -> float:
     return _best(state, (state.knobs.tests.non_inferiority, True, 0), remaining)
 
 
-def _best(state: AcceptanceState, position: Position, remaining: int) -> float:
+def _best(state: AcceptanceState, position: EValueSlot, remaining: int) -> float:
     """Best log e-value of a GREATER test reachable when every remaining task favours it."""
     test, ternary, index = position
     if not ternary:

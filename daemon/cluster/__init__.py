@@ -8,6 +8,7 @@ units submitted as Ray tasks to nodes that declare sandbox capacity, each reachi
 daemon's gateway front over TLS with a per-run capability, re-queued once when a node or
 worker is lost, and the cluster reported unavailable when it is gone.
 
-May import: config, gateway, errors, tasks and ``sandbox`` (the unit and its node side).
+May import: config, gateway, errors, tasks, events (the ``Emit`` contract) and ``sandbox``
+(the unit and its node side).
 Never evaluation or anything above; only ``ray_driver`` imports ``ray``.
 """

@@ -26,7 +26,7 @@ from typing import Any
 import ray
 import ray.exceptions
 
-from sandbox.bridge import Endpoint
+from sandbox.bridge import FrontAddress
 from sandbox.errors import GatewayUnreachable, SandboxUnavailable
 from sandbox.limits import Limits
 from sandbox.remote import GuestLaunch, UnitSpec, run_unit_sync
@@ -60,7 +60,7 @@ def unit_spec(raw: dict[str, Any]) -> UnitSpec:
         labels=dict(raw["labels"]),
         harness_digest=raw["harness_digest"],
         guest_digest=raw["guest_digest"],
-        endpoint=Endpoint(**raw["endpoint"]),
+        endpoint=FrontAddress(**raw["endpoint"]),
         capability=raw["capability"],
     )
 

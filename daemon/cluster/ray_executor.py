@@ -20,7 +20,7 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -32,11 +32,12 @@ from anyio.abc import TaskGroup
 from daemon.cluster.driver_process import DriverProcess
 from daemon.config.settings import ExecutorSettings
 from daemon.errors import ClusterUnavailable, ConfigError, SandboxError
+from daemon.events import Emit
 from daemon.gateway.front import GatewayFront, open_front
 from daemon.gateway.session import GatewayHandler, GatewayRecord
 from daemon.gateway.tls import make_identity
 from daemon.tasks import Task
-from sandbox.bridge import Endpoint
+from sandbox.bridge import FrontAddress
 from sandbox.container import ContainerOutcome
 from sandbox.limits import Limits
 from sandbox.remote import GuestLaunch
@@ -44,7 +45,6 @@ from sandbox.rundir import read_tree, tree_digest
 
 log = logging.getLogger("harnessd.cluster")
 
-Emit = Callable[..., Awaitable[Any]]
 # How often a unit waiting on the cluster checks that some node can still run it.
 WATCH_S = 5.0
 TREES_KEPT = 16
@@ -180,9 +180,9 @@ class RayExecutor:
             f"the Ray cluster lost task {task.id} twice: {str(reply.get('error'))[:300]}"
         )
 
-    def _endpoint(self) -> Endpoint:
+    def _endpoint(self) -> FrontAddress:
         assert self.front is not None
-        return Endpoint(self.front.host, self.front.port, self.front.identity.cert_pem)
+        return FrontAddress(self.front.host, self.front.port, self.front.identity.cert_pem)
 
     def _raise_unless_lost(self, reply: dict[str, Any]) -> None:
         kind, error = reply.get("kind"), str(reply.get("error", ""))[:600]

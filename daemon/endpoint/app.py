@@ -87,7 +87,7 @@ def _daemon_error(exc: HarnessdError) -> ApiError:
     return ApiError(500, str(exc), type="server_error", code="harnessd_error")
 
 
-class Endpoint:
+class EndpointApp:
     """The application's state: the answerer, the token, the limits."""
 
     def __init__(self, answerer: Answerer, token: str, settings: EndpointSettings) -> None:

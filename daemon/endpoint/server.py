@@ -24,7 +24,7 @@ import uvicorn
 from anyio.abc import TaskStatus
 
 from daemon.config.settings import EndpointSettings
-from daemon.endpoint.app import Answerer, Endpoint
+from daemon.endpoint.app import Answerer, EndpointApp
 from daemon.errors import SetupError
 
 log = logging.getLogger("harnessd.endpoint")
@@ -109,7 +109,7 @@ async def serve_endpoint(
         if unix_socket is not None:
             sockets.append(_unix_socket(unix_socket))
         listening = Listening(_url(sockets[0]) if settings.tcp else None, unix_socket)
-        endpoint = Endpoint(answerer, token, settings)
+        endpoint = EndpointApp(answerer, token, settings)
         config = uvicorn.Config(
             endpoint.app,
             lifespan="off",

@@ -100,7 +100,7 @@ def bad(message: str, param: str | None = None, code: str | None = None) -> ApiE
 
 
 @dataclass(frozen=True)
-class ChatRequest:
+class CompletionRequest:
     """A checked request: the task for the harness, and what the response must name."""
 
     model: str
@@ -303,7 +303,7 @@ def _unsupported(data: dict[str, Any]) -> None:
         )
 
 
-def parse_request(data: dict[str, Any], models: tuple[str, ...]) -> ChatRequest:
+def parse_request(data: dict[str, Any], models: tuple[str, ...]) -> CompletionRequest:
     """The request checked, as the task the live harness will answer; ``models``: the model
     names this endpoint serves (the first is what it calls itself)."""
     model = data.get("model")
@@ -338,7 +338,7 @@ def parse_request(data: dict[str, Any], models: tuple[str, ...]) -> ChatRequest:
         tools=offered,
         meta=meta,
     )
-    return ChatRequest(model=model, task=task)
+    return CompletionRequest(model=model, task=task)
 
 
 class BadOutput(ValueError):
@@ -362,7 +362,7 @@ def _calls_of(output: list[Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def response_body(
     *,
-    request: ChatRequest,
+    request: CompletionRequest,
     request_id: int,
     output: Any,
     last_reply: ChatResponse | None,

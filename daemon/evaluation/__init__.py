@@ -6,6 +6,7 @@ task run (container + gateway), the evaluator (many task runs -> ``EvalReport``)
 coverage analysis of harness code, the ``evaluations`` table (``results``) and
 ``harnessd eval``.
 
-May import: config, gateway, providers, suites, store, tasks, patches (diff reading for
-coverage) and ``sandbox``. Never improve, lineage, live or control.
+May import: config, gateway, providers, suites, store, tasks, events (the ``Emit``
+contract), patches (diff reading for coverage) and ``sandbox``. Never improve, lineage,
+live or control.
 """

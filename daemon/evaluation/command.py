@@ -93,25 +93,27 @@ async def _evaluate(
     args: argparse.Namespace,
     model: str,
 ) -> EvalReport:
+    def open_state() -> tuple[Store, str]:
+        state = prepare_state_dir(loaded.state_dir)
+        return Store(state / "state.db"), eval_instance(instance_id(state))
 
-    state = prepare_state_dir(loaded.state_dir)
-    store = Store(state / "state.db")
-    instance = eval_instance(instance_id(state))
+    store, instance = await anyio.to_thread.run_sync(open_state)
     try:
         async with open_runtime(
             loaded, holder, store, instance=instance, executor=args.executor
         ) as rt:
+            suite = await rt.load_suite()  # reads the suite's data: not on the event loop
             if args.split == "all":
-                ids = rt.suite().task_ids()
+                ids = suite.task_ids()
             else:
-                splits = rt.splits()
+                splits = await rt.load_splits()
                 ids = splits.dev if args.split == "dev" else splits.heldout
             if args.limit:
                 ids = ids[: args.limit]
             subject = Subject(harness_dir=harness, label=harness.name)
             show = sys.stderr.isatty() and not args.json
             with Progress(
-                TextColumn(f"{harness.name} {rt.suite().name} {args.split} {model}"),
+                TextColumn(f"{harness.name} {suite.name} {args.split} {model}"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),

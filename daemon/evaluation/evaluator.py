@@ -188,7 +188,7 @@ async def run_one(
         tool_suite.episode(task.id) if tool_suite is not None else nullcontext() as episode,
     ):
         handler = SolveHandler(
-            rt.model(model),
+            await rt.model(model),
             charge,
             replacements(task, decoy) if decoy is not None else None,
             episode,

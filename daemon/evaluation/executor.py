@@ -10,22 +10,22 @@ Live requests always run locally: they are one task each and want the shortest p
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from daemon.cluster.ray_executor import RayExecutor, open_ray_executor
 from daemon.config.settings import ExecutorSettings
 from daemon.errors import SandboxError
 from daemon.evaluation.taskrun import GUEST, GUEST_DIR, TaskRun, classify, run_task
+from daemon.events import Emit
 from daemon.gateway.session import GatewayHandler
 from daemon.tasks import Task
 from sandbox.engine import DockerEngine
 from sandbox.limits import Limits
 
 ExecutorType = Literal["local", "ray"]
-Emit = Callable[..., Awaitable[Any]]
 
 
 class Executor(Protocol):

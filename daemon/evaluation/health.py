@@ -28,6 +28,7 @@ from daemon.errors import (
     Unavailable,
     first_outage,
 )
+from daemon.events import Emit
 from sandbox.engine import ENGINE_FIX, DockerEngine
 from sandbox.errors import SandboxFailure, SandboxUnavailable
 
@@ -43,8 +44,7 @@ BACKOFF_MAX_S = 15.0
 FLAP_WINDOW_S = 600.0
 ERROR_LIMIT = 400
 
-Emit = Callable[..., Awaitable[Any]]
-Check = Callable[[str], Awaitable[None]]
+ModelHook = Callable[[str], Awaitable[None]]
 
 
 def _clock(ts: float) -> str:
@@ -101,7 +101,7 @@ class Health:
     """The outages under way. ``probe`` raises while a dependency is still down;
     ``recover`` runs once it answers, before anyone waiting is let go."""
 
-    def __init__(self, emit: Emit, probe: Check, recover: Check) -> None:
+    def __init__(self, emit: Emit, probe: ModelHook, recover: ModelHook) -> None:
         self._emit = emit
         self._probe = probe
         self._recover = recover

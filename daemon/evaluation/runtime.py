@@ -21,7 +21,7 @@ import hashlib
 import logging
 import os
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +36,7 @@ from daemon.config.statedir import split_secret
 from daemon.errors import SandboxError, SetupError
 from daemon.evaluation.executor import Executor, ExecutorType, LocalExecutor, open_executor
 from daemon.evaluation.health import CLUSTER, ENGINE, Health
+from daemon.events import Emit
 from daemon.gateway.budget import BudgetGuard
 from daemon.gateway.metering import MeteredModel
 from daemon.providers import make_provider
@@ -53,8 +54,6 @@ from sandbox.limits import Limits
 from sandbox.rundir import ROOT_PREFIX, remove_orphan_run_dirs, runs_root
 
 log = logging.getLogger("harnessd.runtime")
-
-Emit = Callable[..., Awaitable[Any]]
 
 
 async def _log_only(
@@ -117,7 +116,7 @@ class Runtime:
         elif dependency == CLUSTER:
             await self.executor.probe()
         else:
-            await self.model(dependency).probe()
+            await (await self.model(dependency)).probe()
 
     async def _recover(self, dependency: str) -> None:
         """The engine is back: what ran on the lost one is gone or dead; remove it, and
@@ -185,14 +184,19 @@ class Runtime:
     def labels(self, **extra: str) -> dict[str, str]:
         return instance_labels(self.instance, **extra)
 
-    def model(self, ref: str) -> MeteredModel:
-        """The metered model for ``ref``, created once per runtime."""
+    async def model(self, ref: str) -> MeteredModel:
+        """The metered model for ``ref``, created once per runtime (in a worker thread:
+        making a provider may import an SDK, read a key file or a model file's header)."""
         model = self._models.get(ref)
         if model is None:
-            provider = make_provider(ref, self.loaded, self.policy.get().retry)
+            retry = self.policy.get().retry
+            provider = await anyio.to_thread.run_sync(make_provider, ref, self.loaded, retry)
+            model = self._models.get(ref)  # another task may have made it meanwhile
+            if model is not None:
+                await provider.aclose()
+                return model
             self._providers.append(provider)
-            model = MeteredModel(provider, self.store, self.guard)
-            self._models[ref] = model
+            model = self._models[ref] = MeteredModel(provider, self.store, self.guard)
         return model
 
     def suite(self, spec: str | None = None, *, policy: Policy | None = None) -> Suite:

@@ -494,7 +494,7 @@ class ImprovementLoop:
             if not t.passed
         ][: policy.proposer.failures_shown]
         sources = await anyio.to_thread.run_sync(read_sources, tree)
-        model = self.rt.model(policy.proposer.model)
+        model = await self.rt.model(policy.proposer.model)
         protocol = policy.proposer.protocol
         if protocol == "auto":
             protocol = "operations" if model.capabilities.structured_edits else "text"

@@ -18,7 +18,7 @@ from pathlib import Path
 from daemon.patches.tree import iter_files
 
 TMP_MARK = ".tmp-"
-Step = Callable[[str], None]
+StepHook = Callable[[str], None]
 
 
 def fsync_dir(path: Path) -> None:
@@ -38,7 +38,7 @@ def tree_hash(root: Path) -> str:
     return digest.hexdigest()
 
 
-def write_version_dir(source: Path, final: Path, step: Step) -> str:
+def write_version_dir(source: Path, final: Path, step: StepHook) -> str:
     """Copy ``source`` to ``final`` (which must not exist) all-or-nothing; return its hash."""
     files = list(iter_files(source))
     tmp = final.parent / f"{TMP_MARK}{final.name}-{secrets.token_hex(4)}"
@@ -50,7 +50,7 @@ def write_version_dir(source: Path, final: Path, step: Step) -> str:
         raise
 
 
-def _fill_and_rename(files: list[tuple[str, Path]], tmp: Path, final: Path, step: Step) -> str:
+def _fill_and_rename(files: list[tuple[str, Path]], tmp: Path, final: Path, step: StepHook) -> str:
     step("fs:tmp_created")
     dirs = {tmp}
     for rel, path in files:
@@ -82,7 +82,7 @@ def remove_tree(path: Path) -> None:
         shutil.rmtree(path)
 
 
-def point_symlink(link: Path, target: str, step: Step) -> None:
+def point_symlink(link: Path, target: str, step: StepHook) -> None:
     """Make ``link`` a symlink to ``target`` (relative), replacing any old link atomically."""
     tmp = link.parent / f"{TMP_MARK}{link.name}-{secrets.token_hex(4)}"
     os.symlink(target, tmp)

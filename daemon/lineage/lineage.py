@@ -35,7 +35,7 @@ from daemon.lineage.candidates import (
     reject_reviewed,
     update_candidate,
 )
-from daemon.lineage.fs import Step, remove_tree, write_version_dir
+from daemon.lineage.fs import StepHook, remove_tree, write_version_dir
 from daemon.lineage.git import VERSION_TRAILER, GitHistory
 from daemon.lineage.reconcile import LineagePaths, Reconciler
 from daemon.lineage.records import (
@@ -70,14 +70,14 @@ def _no_fault(step: str) -> None:
 
 
 class Lineage:
-    def __init__(self, store: Store, root: Path, *, fault: Step | None = None) -> None:
+    def __init__(self, store: Store, root: Path, *, fault: StepHook | None = None) -> None:
         self.store = store
         self.root = root
         self.paths = LineagePaths(root)
         self.versions_dir = self.paths.versions_dir
         self.current_link = self.paths.current_link
         self.git = GitHistory(root)
-        self._fault: Step = fault or _no_fault
+        self._fault: StepHook = fault or _no_fault
         self._lock = threading.RLock()
         self._depth = 0
 

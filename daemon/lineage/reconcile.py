@@ -13,7 +13,7 @@ from pathlib import Path
 
 from daemon.errors import LineageError
 from daemon.lineage import candidates, versions
-from daemon.lineage.fs import TMP_MARK, Step, leftovers, point_symlink, remove_tree, tree_hash
+from daemon.lineage.fs import TMP_MARK, StepHook, leftovers, point_symlink, remove_tree, tree_hash
 from daemon.lineage.fs import write_version_dir as _write_version_dir
 from daemon.lineage.git import VERSION_TRAILER, GitHistory
 from daemon.lineage.records import PointerChange, Version, commit_message
@@ -44,7 +44,7 @@ class LineagePaths:
 class Reconciler:
     """Repairs given only what they repair: the state, the files, git, and the fault hook."""
 
-    def __init__(self, store: Store, paths: LineagePaths, git: GitHistory, step: Step) -> None:
+    def __init__(self, store: Store, paths: LineagePaths, git: GitHistory, step: StepHook) -> None:
         self.store = store
         self.paths = paths
         self.git = git

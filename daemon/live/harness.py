@@ -24,6 +24,7 @@ from daemon.evaluation.runtime import Runtime
 from daemon.lineage import Lineage, Version
 from daemon.live import requests
 from daemon.providers.base import ChatResponse, Message
+from daemon.suites import load_suite
 from daemon.suites.base import Suite
 from daemon.tasks import Task
 
@@ -142,8 +143,13 @@ class LiveHarness:
         spec, sep, task_id = ref.rpartition(":")
         if not sep or not spec or not task_id:
             raise BadRequest(f"'{ref}': expected SUITE:ID, e.g. bfcl:simple:simple_python_3")
-        suite = self.rt.suite(spec)  # ConfigError for a bad suite spec
-        task = suite.task(task_id)  # UnknownTask
+
+        def find() -> tuple[Suite, Task]:
+            # The first use of a suite reads its data wheel or files: not on the event loop.
+            suite = load_suite(spec, self.rt.loaded.cache_dir)  # ConfigError for a bad spec
+            return suite, suite.task(task_id)  # UnknownTask
+
+        suite, task = await anyio.to_thread.run_sync(find)
         return await self.serve("run", task, suite)
 
     async def chat(self, task: Task) -> Served:

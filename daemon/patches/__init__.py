@@ -5,7 +5,9 @@ unified diffs), unified-diff reading (``diff``), applying edits in memory (``app
 harness trees and rendering git diffs (``tree``), and the static stage (``static``).
 Everything here is pure computation on files; harness code is compiled, never run.
 
-May import: ``daemon.errors`` and ``daemon.config.policy`` (the patch limits) only.
+May import: ``daemon.errors``, ``daemon.config.policy`` (the patch limits), ``daemon.pyast``
+(parsing) and ``sandbox.guest.harnessd_statements`` (which statements are compound, as the
+guest's statement numbering sees them) only.
 """
 
 from daemon.patches.model import ParseFailure, PatchRejected, Proposal

@@ -118,7 +118,7 @@ def payload(path: str, data: bytes) -> Payload:
 
 
 @dataclass(frozen=True)
-class Screen:
+class AddedData:
     added_bytes: int
     worst_file: str
     longest_run: int
@@ -126,7 +126,7 @@ class Screen:
     run_where: str
 
 
-def screen(before: dict[str, bytes], after: dict[str, bytes]) -> Screen:
+def screen(before: dict[str, bytes], after: dict[str, bytes]) -> AddedData:
     """What the change from ``before`` to ``after`` (changed files only) adds in data."""
     added, worst, worst_added = 0, "", -1
     run, run_file, run_where = 0, "", ""
@@ -140,4 +140,4 @@ def screen(before: dict[str, bytes], after: dict[str, bytes]) -> Screen:
             worst, worst_added = path, grown
         if new.longest_run > max(run, old.longest_run):
             run, run_file, run_where = new.longest_run, path, new.where
-    return Screen(added, worst, run, run_file, run_where)
+    return AddedData(added, worst, run, run_file, run_where)

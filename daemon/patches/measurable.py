@@ -20,24 +20,10 @@ from collections.abc import Mapping
 
 from daemon import pyast
 from daemon.patches.model import PatchRejected
+from sandbox.guest.harnessd_statements import COMPOUND_STATEMENTS
 
-_CODE_NODES = (
-    ast.Call,
-    ast.FunctionDef,
-    ast.AsyncFunctionDef,
-    ast.ClassDef,
-    ast.Lambda,
-    ast.Import,
-    ast.ImportFrom,
-    ast.If,
-    ast.For,
-    ast.AsyncFor,
-    ast.While,
-    ast.With,
-    ast.AsyncWith,
-    ast.Try,
-    ast.Match,
-)
+# A call, a definition, an import or any control-flow statement.
+_CODE_NODES = (ast.Call, ast.Lambda, ast.Import, ast.ImportFrom, *COMPOUND_STATEMENTS)
 
 
 def _is_code(data: bytes) -> bool:

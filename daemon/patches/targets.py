@@ -24,25 +24,11 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from daemon import pyast
+from sandbox.guest.harnessd_statements import COMPOUND_STATEMENTS
 
 ConstantKind = Literal["int", "float", "bool", "text", "pattern"]
 Value = int | float | bool | str
 Position = tuple[int, int]  # (1-based line, 0-based column in characters)
-
-_COMPOUND = (
-    ast.FunctionDef,
-    ast.AsyncFunctionDef,
-    ast.ClassDef,
-    ast.If,
-    ast.For,
-    ast.AsyncFor,
-    ast.While,
-    ast.With,
-    ast.AsyncWith,
-    ast.Try,
-    ast.TryStar,
-    ast.Match,
-)
 
 
 @dataclass(frozen=True)
@@ -226,7 +212,7 @@ def _statements(file: str, source: str, tree: ast.Module) -> list[StatementTarge
                 line=first,
                 end_line=node.end_lineno,
                 indent=indent,
-                replaceable=not isinstance(node, _COMPOUND) and ends_alone,
+                replaceable=not isinstance(node, COMPOUND_STATEMENTS) and ends_alone,
             )
         )
     return sorted(found, key=lambda s: s.line)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
+
 from daemon.config.policy import PROVIDERS, RetryPolicy
 from daemon.config.secrets import read_api_key
 from daemon.config.settings import KeyedProvider, LoadedSettings
@@ -99,5 +101,7 @@ async def check_models(refs: list[str], settings: LoadedSettings, retry: RetryPo
     """Make (and close) each model's provider, so a missing key, file or unknown provider
     stops start-up or a policy reload with its message, not a cycle hours later."""
     for ref in dict.fromkeys(refs):
-        provider = make_provider(ref, settings, retry)
+        # In a worker thread: a provider may import its SDK, read a key file or a model's
+        # header.
+        provider = await anyio.to_thread.run_sync(make_provider, ref, settings, retry)
         await provider.aclose()

@@ -28,14 +28,14 @@ from daemon.providers.base import (
     ToolCall,
     Usage,
 )
-from daemon.providers.http_errors import (
-    PROBE_TIMEOUT_S,
-    bad_response,
-    probe,
-    status_error,
-    transport_error,
-)
+from daemon.providers.http_errors import PROBE_TIMEOUT_S, SdkErrors, SdkFailures, bad_response
 
+_ERRORS = SdkErrors(
+    anthropic.APIStatusError,
+    anthropic.APIConnectionError,
+    anthropic.APIResponseValidationError,
+    anthropic.APIError,
+)
 STRUCTURED_TOOL = "harnessd_structured_output"
 _WRAP_KEY = "value"
 _FINISH = {
@@ -162,8 +162,6 @@ class AnthropicProvider(EstimatesPromptTokens):
     ) -> None:
         self.ref = ref
         self._model = model
-        self._key_hint = key_hint
-        self._retries = retry.max_retries
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key,
             base_url=base_url,
@@ -171,7 +169,8 @@ class AnthropicProvider(EstimatesPromptTokens):
             timeout=retry.timeout_s,
         )
         # Where the server is, for messages (without any credentials a URL may carry).
-        self._base_url = str(self._client.base_url.copy_with(userinfo=b""))
+        base = str(self._client.base_url.copy_with(userinfo=b""))
+        self._failures = SdkFailures(ref, _ERRORS, key_hint, retry.max_retries, base)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         system, turns = to_anthropic(request)
@@ -184,39 +183,16 @@ class AnthropicProvider(EstimatesPromptTokens):
             kwargs["tools"] = tools
         if choice is not None:
             kwargs["tool_choice"] = choice
-        try:
+        with self._failures.mapped():
             message = await self._client.messages.create(
                 model=self._model, max_tokens=request.max_tokens, messages=messages, **kwargs
             )
-        except anthropic.APIStatusError as exc:
-            detail = exc.api_message or exc.message
-            raise status_error(
-                self.ref,
-                exc.status_code,
-                detail,
-                key_hint=self._key_hint,
-                retries=self._retries,
-                base_url=self._base_url,
-            ) from None
-        except anthropic.APIConnectionError as exc:
-            raise transport_error(
-                self.ref, exc.message, retries=self._retries, base_url=self._base_url
-            ) from None
-        except anthropic.APIResponseValidationError as exc:
-            raise bad_response(self.ref, exc.message) from None
         return from_anthropic(self.ref, message, wrapped)
 
     async def probe(self) -> None:
         """List the models once: any answer but 429/5xx means the server is back."""
         client = self._client.with_options(max_retries=0, timeout=PROBE_TIMEOUT_S)
-        await probe(
-            self.ref,
-            self._base_url,
-            client.models.list,
-            status_error=anthropic.APIStatusError,
-            connection_error=anthropic.APIConnectionError,
-            any_error=anthropic.APIError,
-        )
+        await self._failures.probe(client.models.list)
 
     async def aclose(self) -> None:
         await self._client.close()

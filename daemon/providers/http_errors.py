@@ -6,7 +6,9 @@ backoff (honouring ``retry-after``) before anything reaches this module.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from daemon.config.secrets import redact
 from daemon.errors import ProviderConfigError, ProviderError, ProviderUnavailable
@@ -75,28 +77,68 @@ def bad_response(ref: str, what: str) -> ProviderError:
     return ProviderError(f"{ref}: unusable provider response: {what}", kind="bad_response")
 
 
-async def probe(
-    ref: str,
-    base_url: str,
-    ask: Callable[[], Awaitable[object]],
-    *,
-    status_error: type[Exception],
-    connection_error: type[Exception],
-    any_error: type[Exception],
-) -> None:
-    """Ask once (``ask``: a model listing, no retries): any answer but 429/5xx means the
-    server is back; otherwise ProviderUnavailable. The error types are the SDK's own:
-    HTTP status, connection (and timeout), and their common base."""
-    try:
-        await ask()
-    except status_error as exc:
-        status = int(getattr(exc, "status_code", 500))
-        if is_outage_status(status):
-            raise _probe_failure(ref, f"HTTP {status}", base_url) from None
-    except connection_error as exc:
-        raise _probe_failure(ref, str(getattr(exc, "message", exc)), base_url) from None
-    except any_error:
-        pass  # it answered, with something this SDK did not expect: it is there
+@dataclass(frozen=True)
+class SdkErrors:
+    """An official SDK's error types (the Anthropic and OpenAI SDKs are generated from one
+    template and raise the same four): an HTTP status, a connection failure (or timeout), a
+    reply that failed the SDK's own validation, and their common base."""
+
+    status: type[Exception]
+    connection: type[Exception]
+    validation: type[Exception]
+    base: type[Exception]
+
+
+def _message(exc: Exception) -> str:
+    # The server's own message where the SDK extracts one (Anthropic's ``api_message``).
+    return str(getattr(exc, "api_message", None) or getattr(exc, "message", exc))
+
+
+@dataclass(frozen=True)
+class SdkFailures:
+    """How one SDK-backed provider's failures become harnessd's errors."""
+
+    ref: str
+    errors: SdkErrors
+    key_hint: str  # where the key came from, named when the provider rejects it
+    retries: int
+    base_url: str  # without any credentials the URL may carry
+
+    @contextmanager
+    def mapped(self) -> Iterator[None]:
+        """Run one request; whatever the SDK gave up on leaves as a ProviderError."""
+        errors = self.errors
+        try:
+            yield
+        except errors.status as exc:
+            raise status_error(
+                self.ref,
+                int(getattr(exc, "status_code", 500)),
+                _message(exc),
+                key_hint=self.key_hint,
+                retries=self.retries,
+                base_url=self.base_url,
+            ) from None
+        except errors.connection as exc:
+            raise transport_error(
+                self.ref, _message(exc), retries=self.retries, base_url=self.base_url
+            ) from None
+        except errors.validation as exc:
+            raise bad_response(self.ref, _message(exc)) from None
+
+    async def probe(self, ask: Callable[[], Awaitable[object]]) -> None:
+        """Ask once (``ask``: a model listing, no retries): any answer but 429/5xx means the
+        server is back; otherwise ProviderUnavailable."""
+        try:
+            await ask()
+        except self.errors.status as exc:
+            status = int(getattr(exc, "status_code", 500))
+            if is_outage_status(status):
+                raise _probe_failure(self.ref, f"HTTP {status}", self.base_url) from None
+        except self.errors.connection as exc:
+            raise _probe_failure(self.ref, _message(exc), self.base_url) from None
+        except self.errors.base:
+            pass  # it answered, with something this SDK did not expect: it is there
 
 
 def _probe_failure(ref: str, detail: str, base_url: str) -> ProviderUnavailable:

@@ -2,7 +2,14 @@
 
 ``local:smollm2-135m`` is the embedded SmolLM2-135M-Instruct (from its pinned wheel); with
 ``[local] model_path`` set, ``local:<any name>`` runs that file instead. One ``Llama`` per
-model file per process, kept for the process's life; calls to it are serialised.
+model file and context size per process, kept for the process's life; calls to it are
+serialised.
+
+The context window follows the model: the length its GGUF says it was trained on
+(``<arch>.context_length``; 8,192 for the embedded model), at most ``CONTEXT_CAP`` tokens,
+unless ``[local] n_ctx`` sets it. So a policy whose prompts need the model's whole context
+(``policies/tool_use.toml``) runs as shipped, and a model trained on 128k tokens does not
+take a KV cache that size unasked.
 
 Tool calls and structured output use llama.cpp's grammar support: a model this small
 rarely writes a well-formed call on its own, and constrained every call is well-formed
@@ -34,7 +41,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +52,7 @@ import llama_cpp
 import numpy as np
 import numpy.typing as npt
 from llama_cpp import Llama
+from llama_cpp._internals import LlamaModel
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 from llama_cpp.llama_grammar import LlamaGrammar
 
@@ -79,6 +87,11 @@ PREFILL_CHUNK = 32
 # behind (the thread still stops there, and frees the model; the tokens of the chunk it
 # was reading are then the only ones not charged).
 CANCEL_WAIT_S = 0.5
+# The context a model gets without [local] n_ctx: its trained length, at most this. The KV
+# cache grows with the context (an 8B model's is about 2 GiB at 16,384 tokens).
+CONTEXT_CAP = 16384
+# For a GGUF that does not say how long a context it was trained on.
+UNSTATED_CONTEXT = 4096
 
 
 class _Llama(Llama):
@@ -109,26 +122,63 @@ class _Llama(Llama):
 
 
 @dataclass
-class _Model:
+class _LoadedModel:
     llama: Any  # llama_cpp.Llama (untyped library)
     formatter: Jinja2ChatFormatter
     eos: str
     lock: threading.Lock
 
 
-_models: dict[Path, _Model] = {}
+_models: dict[tuple[Path, int], _LoadedModel] = {}
 _models_lock = threading.Lock()
+_trained: dict[Path, int | None] = {}
 
 
-def _open_model(path: Path, cfg: LocalSettings) -> _Model:
+def trained_context(path: Path) -> int | None:
+    """The context length the GGUF at ``path`` says its model was trained on
+    (``<arch>.context_length``), or None when it does not say. Reads the file's metadata and
+    vocabulary, not its weights (a fraction of a second); the answer is kept per file."""
     with _models_lock:
-        found = _models.get(path)
+        if path in _trained:
+            return _trained[path]
+        params = llama_cpp.llama_model_default_params()
+        params.vocab_only = True
+        # The loader ``Llama`` itself uses: ``Llama(vocab_only=True)`` would also make a
+        # context, and say on stderr that it exceeds the (unloaded) training length.
+        try:
+            model: Any = LlamaModel(path_model=str(path), params=params, verbose=False)
+        except (ValueError, OSError) as exc:
+            raise ProviderConfigError(
+                f"local model {path} cannot be read ({exc}); check [local] model_path"
+            ) from None
+        try:
+            metadata: dict[str, str] = model.metadata()
+        finally:
+            model.close()
+        stated = metadata.get(f"{metadata.get('general.architecture', '')}.context_length", "")
+        found = _trained[path] = int(stated) if stated.isdigit() and int(stated) > 0 else None
+        return found
+
+
+def context_size(path: Path, cfg: LocalSettings) -> int:
+    """The context the model at ``path`` runs with: ``[local] n_ctx`` when set, else its
+    trained length up to ``CONTEXT_CAP`` (``UNSTATED_CONTEXT`` when the file does not say)."""
+    if cfg.n_ctx is not None:
+        return cfg.n_ctx
+    trained = trained_context(path)
+    return UNSTATED_CONTEXT if trained is None else min(trained, CONTEXT_CAP)
+
+
+def _open_model(path: Path, cfg: LocalSettings) -> _LoadedModel:
+    n_ctx = context_size(path, cfg)
+    with _models_lock:
+        found = _models.get((path, n_ctx))
         if found is not None:
             return found
         try:
             llama = _Llama(
                 model_path=str(path),
-                n_ctx=cfg.n_ctx,
+                n_ctx=n_ctx,
                 n_threads=cfg.n_threads,
                 seed=cfg.seed,
                 verbose=False,
@@ -142,7 +192,7 @@ def _open_model(path: Path, cfg: LocalSettings) -> _Model:
         bos = llama.detokenize([bos_id], special=True).decode() if bos_id >= 0 else ""
         template = llama.metadata.get("tokenizer.chat_template") or _CHATML
         formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
-        found = _models[path] = _Model(llama, formatter, eos, threading.Lock())
+        found = _models[path, n_ctx] = _LoadedModel(llama, formatter, eos, threading.Lock())
         return found
 
 
@@ -269,7 +319,14 @@ class LocalProvider:
         self._path = path
         self._settings = settings
         self._cfg = settings.settings.local
-        self.capabilities = Capabilities(structured_edits=True, context_tokens=self._cfg.n_ctx)
+        # The window the model will run with, so the proposer can fit its prompt before the
+        # first call: read from the file when it is on disk already (construction runs in a
+        # worker thread), else known once the model is loaded.
+        file = path or assets.embedded_model_file(settings.cache_dir)
+        known = self._cfg.n_ctx is not None or file.is_file()
+        self.capabilities = Capabilities(
+            structured_edits=True, context_tokens=context_size(file, self._cfg) if known else None
+        )
         # Callers queue here, not in worker threads: a waiting call holds no thread and can
         # be cancelled. (The model's own lock also serialises refs that share one file.)
         self._turn = anyio.CapacityLimiter(1)
@@ -295,11 +352,15 @@ class LocalProvider:
         except SetupError as exc:
             raise ProviderConfigError(f"{self.ref}: the embedded model is missing: {exc}") from None
 
+    def _open(self) -> _LoadedModel:
+        model = _open_model(self._model_path(), self._cfg)
+        if self.capabilities.context_tokens is None:
+            self.capabilities = replace(self.capabilities, context_tokens=model.llama.n_ctx())
+        return model
+
     async def load(self) -> None:
         """Load the model now rather than on the first call (e.g. at daemon start)."""
-        await anyio.to_thread.run_sync(
-            lambda: _open_model(self._model_path(), self._cfg), limiter=self._turn
-        )
+        await anyio.to_thread.run_sync(self._open, limiter=self._turn)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         ended = threading.Event()
@@ -320,14 +381,14 @@ class LocalProvider:
         return await anyio.to_thread.run_sync(self._count_blocking, request, limiter=self._turn)
 
     def _count_blocking(self, request: ChatRequest) -> int:
-        model = _open_model(self._model_path(), self._cfg)
+        model = self._open()
         messages: Any = to_chat_messages(request)
         prompt_text = model.formatter(messages=messages).prompt
         return len(model.llama.tokenize(prompt_text.encode("utf-8"), add_bos=False, special=True))
 
     def _chat_blocking(self, request: ChatRequest, ended: threading.Event) -> ChatResponse:
         try:
-            model = _open_model(self._model_path(), self._cfg)
+            model = self._open()
             grammar = grammar_for(reply_schema(request, self.ref), self.ref, model.llama)
             messages: Any = to_chat_messages(request)  # the library's TypedDicts, structurally
             prompt_text = model.formatter(messages=messages).prompt
@@ -341,7 +402,11 @@ class LocalProvider:
             ended.set()
 
     def _generate(
-        self, model: _Model, request: ChatRequest, prompt_text: str, grammar: LlamaGrammar | None
+        self,
+        model: _LoadedModel,
+        request: ChatRequest,
+        prompt_text: str,
+        grammar: LlamaGrammar | None,
     ) -> ChatResponse:
         llama = model.llama
         tokens = llama.tokenize(prompt_text.encode("utf-8"), add_bos=False, special=True)

@@ -31,14 +31,14 @@ from daemon.providers.base import (
     ToolCall,
     Usage,
 )
-from daemon.providers.http_errors import (
-    PROBE_TIMEOUT_S,
-    bad_response,
-    probe,
-    status_error,
-    transport_error,
-)
+from daemon.providers.http_errors import PROBE_TIMEOUT_S, SdkErrors, SdkFailures, bad_response
 
+_ERRORS = SdkErrors(
+    openai.APIStatusError,
+    openai.APIConnectionError,
+    openai.APIResponseValidationError,
+    openai.APIError,
+)
 RAW_ARGUMENTS_KEY = "_raw"
 
 
@@ -155,8 +155,6 @@ class OpenAIProvider(EstimatesPromptTokens):
         self.ref = ref
         self._model = model
         self._structured: StructuredOutput = structured_output
-        self._key_hint = key_hint
-        self._retries = retry.max_retries
         self._client = openai.AsyncOpenAI(
             api_key=api_key,
             base_url=base_url,
@@ -164,41 +162,20 @@ class OpenAIProvider(EstimatesPromptTokens):
             timeout=retry.timeout_s,
         )
         # Where the server is, for messages (without any credentials a URL may carry).
-        self._base_url = str(self._client.base_url.copy_with(userinfo=b""))
+        base = str(self._client.base_url.copy_with(userinfo=b""))
+        self._failures = SdkFailures(ref, _ERRORS, key_hint, retry.max_retries, base)
         self._official = self._client.base_url.host.endswith("openai.com")
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         kwargs = to_openai(request, official=self._official, structured=self._structured)
-        try:
+        with self._failures.mapped():
             completion = await self._client.chat.completions.create(model=self._model, **kwargs)
-        except openai.APIStatusError as exc:
-            raise status_error(
-                self.ref,
-                exc.status_code,
-                exc.message,
-                key_hint=self._key_hint,
-                retries=self._retries,
-                base_url=self._base_url,
-            ) from None
-        except openai.APIConnectionError as exc:
-            raise transport_error(
-                self.ref, exc.message, retries=self._retries, base_url=self._base_url
-            ) from None
-        except openai.APIResponseValidationError as exc:
-            raise bad_response(self.ref, exc.message) from None
         return from_openai(self.ref, completion)
 
     async def probe(self) -> None:
         """List the models once: any answer but 429/5xx means the server is back."""
         client = self._client.with_options(max_retries=0, timeout=PROBE_TIMEOUT_S)
-        await probe(
-            self.ref,
-            self._base_url,
-            client.models.list,
-            status_error=openai.APIStatusError,
-            connection_error=openai.APIConnectionError,
-            any_error=openai.APIError,
-        )
+        await self._failures.probe(client.models.list)
 
     async def aclose(self) -> None:
         await self._client.close()

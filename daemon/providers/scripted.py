@@ -48,9 +48,9 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from daemon.config.validation import read_toml, validate_model
+from daemon.config.validation import ClosedModel, read_toml, validate_model
 from daemon.errors import ConfigError, ProviderConfigError, ProviderError, ProviderUnavailable
 from daemon.providers.base import (
     Capabilities,
@@ -64,22 +64,18 @@ from daemon.providers.base import (
 CHARS_PER_TOKEN = 4
 
 
-class _Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ScriptedCall(_Closed):
+class ScriptedCall(ClosedModel):
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
     id: str | None = None
 
 
-class ScriptedUsage(_Closed):
+class ScriptedUsage(ClosedModel):
     prompt_tokens: int | None = Field(default=None, ge=0)
     completion_tokens: int | None = Field(default=None, ge=0)
 
 
-class Reply(_Closed):
+class Reply(ClosedModel):
     content: str | None = None
     tool_calls: list[ScriptedCall] = Field(default_factory=list)
     usage: ScriptedUsage = ScriptedUsage()
@@ -94,7 +90,7 @@ class Reply(_Closed):
         return self
 
 
-class Rule(Reply):
+class ScriptedRule(Reply):
     match: str | None = None
     match_any: str | None = None
     system: str | None = None
@@ -110,9 +106,9 @@ class Rule(Reply):
         return value
 
 
-class Script(_Closed):
+class Script(ClosedModel):
     mode: Literal["rules", "sequence"]
-    rules: list[Rule] = Field(default_factory=list)
+    rules: list[ScriptedRule] = Field(default_factory=list)
     replies: list[Reply] = Field(default_factory=list)
     after_last: Literal["error", "repeat_last", "cycle"] = "error"
 
@@ -137,7 +133,7 @@ def _prompt_text(request: ChatRequest) -> str:
     return "".join(parts)
 
 
-def _matches(rule: Rule, request: ChatRequest) -> bool:
+def _matches(rule: ScriptedRule, request: ChatRequest) -> bool:
     users = [m.content or "" for m in request.messages if m.role == "user"]
     system = "\n\n".join(m.content or "" for m in request.messages if m.role == "system")
     if rule.match is not None and not (users and re.search(rule.match, users[-1])):

@@ -13,8 +13,9 @@ and which judges the run on what happened in it (its ``check``, not the suite's)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from daemon.errors import HarnessdError
 from daemon.tasks import CheckResult, Task
@@ -30,7 +31,10 @@ __all__ = [
     "Suite",
     "ToolSuite",
     "UnknownTask",
+    "lookup",
 ]
+
+V = TypeVar("V")
 
 
 class UnknownTask(HarnessdError):
@@ -40,6 +44,14 @@ class UnknownTask(HarnessdError):
         super().__init__(f"suite '{suite}' has no task '{task_id}'")
         self.suite = suite
         self.task_id = task_id
+
+
+def lookup(table: Mapping[str, V], suite: str, task_id: str) -> V:
+    """``table[task_id]``; UnknownTask naming ``suite`` when the suite has no such task."""
+    try:
+        return table[task_id]
+    except KeyError:
+        raise UnknownTask(suite, task_id) from None
 
 
 class CodeChecker(Protocol):

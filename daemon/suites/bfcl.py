@@ -19,7 +19,7 @@ from typing import Any
 from daemon.config.assets import WHEELS, read_member
 from daemon.errors import AssetError
 from daemon.providers.base import Message
-from daemon.suites.base import CheckResult, CodeChecker, UnknownTask
+from daemon.suites.base import CheckResult, CodeChecker, lookup
 from daemon.suites.bfcl_checker import Answer, check_calls
 from daemon.suites.bfcl_schema import to_tool, tool_name
 from daemon.suites.rewrite.bfcl import StringPool, rewrite
@@ -165,10 +165,7 @@ class BfclSuite:
         return BfclSuite(self.categories, copies)
 
     def _entry(self, task_id: str) -> _Entry:
-        try:
-            return self._entries[task_id]
-        except KeyError:
-            raise UnknownTask(self.name, task_id) from None
+        return lookup(self._entries, self.name, task_id)
 
     def task_ids(self) -> list[str]:
         return list(self._entries)

@@ -30,7 +30,7 @@ _PYTHON_TYPES: dict[str, type] = {
 _NESTED_TYPES = {"array", "tuple"}
 _SHOWN_CHARS = 80
 
-Call = dict[str, dict[str, Any]]
+BfclCall = dict[str, dict[str, Any]]
 Answer = dict[str, dict[str, list[Any]]]
 
 
@@ -230,7 +230,7 @@ def _param_check(
     return _OK
 
 
-def check_call(function: dict[str, Any], call: Call, answer: Answer) -> CallCheckResult:
+def check_call(function: dict[str, Any], call: BfclCall, answer: Answer) -> CallCheckResult:
     """``simple_function_checker``: one call against one function's possible answer."""
     allowed_by_param = next(iter(answer.values()))
     name = function["name"]
@@ -273,7 +273,7 @@ def _find_function(functions: list[dict[str, Any]], name: str) -> dict[str, Any]
 
 
 def check_parallel(
-    functions: list[dict[str, Any]], calls: list[Call], answers: list[Answer]
+    functions: list[dict[str, Any]], calls: list[BfclCall], answers: list[Answer]
 ) -> CallCheckResult:
     """``parallel_function_checker_no_order``: each expected call, in order, takes the first
     still-unmatched output call that passes it (greedy, as BFCL does)."""

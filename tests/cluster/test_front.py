@@ -12,7 +12,7 @@ import pytest
 
 from daemon.gateway.front import GatewayFront, open_front
 from daemon.gateway.tls import Identity, make_identity
-from sandbox.bridge import Endpoint, client_context, connect
+from sandbox.bridge import FrontAddress, client_context, connect
 from sandbox.errors import GatewayUnreachable
 from tests.sandbox.conftest import StandInModel, make_task
 
@@ -26,8 +26,8 @@ async def front(tmp_path: Path) -> AsyncIterator[GatewayFront]:
         yield f
 
 
-def endpoint(front: GatewayFront, cert_pem: str | None = None) -> Endpoint:
-    return Endpoint(front.host, front.port, cert_pem or front.identity.cert_pem)
+def endpoint(front: GatewayFront, cert_pem: str | None = None) -> FrontAddress:
+    return FrontAddress(front.host, front.port, cert_pem or front.identity.cert_pem)
 
 
 async def hello(stream: anyio.abc.ByteStream) -> bytes:

@@ -14,7 +14,7 @@ import pytest
 from daemon.evaluation.taskrun import GUEST, GUEST_DIR, classify
 from daemon.gateway.front import GatewayFront, open_front
 from daemon.gateway.tls import make_identity
-from sandbox.bridge import Endpoint
+from sandbox.bridge import FrontAddress
 from sandbox.labels import INSTANCE
 from sandbox.remote import UnitSpec, owner_instance, run_unit
 from sandbox.rundir import read_tree, runs_root, tree_digest
@@ -54,7 +54,7 @@ def spec_for(sandbox: Sandbox, front: GatewayFront, harness: Path, capability: s
         labels=sandbox.labels,
         harness_digest=tree_digest(h),
         guest_digest=tree_digest(g),
-        endpoint=Endpoint(front.host, front.port, front.identity.cert_pem),
+        endpoint=FrontAddress(front.host, front.port, front.identity.cert_pem),
         capability=capability,
     )
     return spec, h, g

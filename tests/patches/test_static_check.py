@@ -173,3 +173,19 @@ def test_code_in_data_files_is_refused_but_data_is_not(base_harness: Path, tmp_p
         "table.json": '{"a": [1, 2, {"b": null}]}\n',
     }
     static_check(_apply_files(base_harness, tmp_path / "ok", data), PatchPolicy())
+
+
+@pytest.mark.parametrize(
+    "hidden",
+    [
+        "try:\n    x = 1\nexcept* ValueError:\n    y = 2\n",  # no call in it, but control flow
+        "match x:\n    case 1:\n        y = 2\n",
+        "async def f():\n    pass\n",
+    ],
+)
+def test_every_compound_statement_counts_as_code(
+    base_harness: Path, tmp_path: Path, hidden: str
+) -> None:
+    applied = _apply_files(base_harness, tmp_path, {"rules.txt": hidden})
+    with pytest.raises(PatchRejected, match=r"rules\.txt: holds Python code"):
+        static_check(applied, PatchPolicy())

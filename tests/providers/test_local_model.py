@@ -7,8 +7,10 @@ import logging
 
 import anyio
 import pytest
+from llama_cpp import Llama
 from provider_helpers import MakeSettings
 
+from daemon.config import assets
 from daemon.config.policy import RetryPolicy
 from daemon.providers import make_provider
 from daemon.providers.base import (
@@ -20,7 +22,7 @@ from daemon.providers.base import (
     ToolSpec,
     metered_call,
 )
-from daemon.providers.local_llama import PREFILL_CHUNK, LocalProvider
+from daemon.providers.local_llama import PREFILL_CHUNK, LocalProvider, _models, trained_context
 
 pytestmark = [pytest.mark.anyio, pytest.mark.model]
 
@@ -154,3 +156,32 @@ async def test_a_call_cancelled_while_reading_a_long_prompt_stops_and_is_charged
     assert again.usage.prompt_tokens > 1000
     with anyio.fail_after(120):
         assert (await _triangle(local)).tool_calls
+
+
+async def test_the_context_is_the_trained_length_unless_the_settings_set_it(
+    make_settings: MakeSettings,
+) -> None:
+    """The embedded model's GGUF says it was trained on 8,192 tokens: without ``[local]
+    n_ctx`` that is its window (a fixed 4,096 left policies/tool_use.toml's prompts out);
+    with it, the setting wins."""
+    loaded = make_settings()
+    gguf = assets.embedded_model(loaded.cache_dir)
+    stated = Llama(model_path=str(gguf), vocab_only=True, verbose=False).metadata
+    assert int(stated[f"{stated['general.architecture']}.context_length"]) == 8192
+    assert trained_context(gguf) == 8192
+
+    default = make_provider("local:smollm2-135m", loaded, RetryPolicy())
+    assert isinstance(default, LocalProvider)
+    assert default.capabilities.context_tokens == 8192  # known before the first call
+    await default.load()
+    assert _models[gguf, 8192].llama.n_ctx() == 8192
+
+    local = loaded.settings.local.model_copy(update={"n_ctx": 2048})
+    explicit = make_provider(
+        "local:smollm2-135m",
+        loaded.model_copy(update={"settings": loaded.settings.model_copy(update={"local": local})}),
+        RetryPolicy(),
+    )
+    assert explicit.capabilities.context_tokens == 2048
+    await explicit.load()  # type: ignore[attr-defined]
+    assert _models[gguf, 2048].llama.n_ctx() == 2048

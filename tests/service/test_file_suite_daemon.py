@@ -1,5 +1,6 @@
 """A daemon whose policy names a file suite runs its cycles on it, and live traffic becomes
-tasks: a labelled ``ask`` shows up in the exported suite, which loads as a suite again."""
+tasks: a labelled ``ask`` shows up in the exported suite, which loads as a suite again.
+All along, nothing it does holds its event loop (asyncio's debug mode watches every step)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from daemon.suites.filesuite import FileSuite
-from tests.daemon_process import ctl, start_daemon
+from tests.daemon_process import collect_events, ctl, start_daemon, wait_for_event
 from tests.improve.patches import IMPROVE
+from tests.support.loop_watch import SLOW_S, slow_steps
 
+KEY_ENV = "LOOP_WATCH_OPENAI_KEY"
 # Tasks: 2 dev, 16 held-out. The first candidate's share of the lineage's alpha needs 11
 # straight held-out wins (``harnessctl policy check`` on these sizes: +74.8 points detected);
 # 6 held-out tasks could promote nothing.
@@ -74,7 +77,15 @@ max_cycles = 1
 def test_a_daemon_runs_cycles_on_a_file_suite_and_labels_live_requests(
     tmp_path: Path, asset_cache: Path
 ) -> None:
-    daemon = start_daemon(tmp_path, asset_cache, _world(tmp_path))
+    policy = _world(tmp_path)
+    daemon = start_daemon(
+        tmp_path,
+        asset_cache,
+        policy,
+        env={KEY_ENV: "sk-never-sent"},
+        settings_text=f'[openai]\napi_key_env = "{KEY_ENV}"\n',
+        loop_watch=True,
+    )
     try:
         deadline = time.monotonic() + 700
         while True:
@@ -131,5 +142,19 @@ def test_a_daemon_runs_cycles_on_a_file_suite_and_labels_live_requests(
         out = tmp_path / "exported.jsonl"
         assert ctl(daemon, "suite", "export", "team", "-o", str(out)).returncode == 0
         assert FileSuite.load(out).task_ids() == [f"request-{request}"]
+
+        # A task of a suite the daemon has not loaded yet (its data read beside the loop).
+        r = ctl(daemon, "run", "bfcl:simple:simple_python_0")
+        assert r.returncode == 0, r.stderr
+        # A policy edit naming a hosted model: checking that it can be made imports the
+        # provider's SDK (a second or more, the first time), never on the loop. The loop
+        # has run its one cycle, so the model is never called.
+        events = collect_events(daemon)
+        daemon.policy.write_text(policy.replace("panel = []", 'panel = ["openai:gpt-4o-mini"]'))
+        wait_for_event(events, "policy.applied", timeout=60)
     finally:
         daemon.stop()
+    # Startup, a candidate's cycle, live requests, a suite loaded on demand, the stop: no
+    # step of the daemon's own code held the event loop longer than SLOW_S.
+    slow = slow_steps(daemon.log.read_text())
+    assert not slow, f"steps longer than {SLOW_S} s on the event loop:\n" + "\n".join(slow)

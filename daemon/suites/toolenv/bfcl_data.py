@@ -71,7 +71,7 @@ GORILLA_TO_OPENAPI: dict[str, str] = {
 }
 
 Read = Callable[[str], bytes]
-Call = dict[str, Any]  # {"name": str, "arguments": {...}}
+GroundTruthCall = dict[str, Any]  # {"name": str, "arguments": {...}}
 
 
 @dataclass(frozen=True)
@@ -209,7 +209,7 @@ def user_messages(task: BfclTask, turn: int) -> list[dict[str, str]]:
     return [{"role": m["role"], "content": m["content"]} for m in task.turns[turn]]
 
 
-def parse_call(text: str, param_order: Mapping[str, list[str]]) -> Call:
+def parse_call(text: str, param_order: Mapping[str, list[str]]) -> GroundTruthCall:
     """A trusted ground-truth string like ``sort('a.pdf')`` as a call, without eval.
 
     Only a bare name with literal arguments is accepted; positional arguments take the
@@ -233,7 +233,7 @@ def parse_call(text: str, param_order: Mapping[str, list[str]]) -> Call:
     return {"name": name, "arguments": arguments}
 
 
-def ground_truth_calls(task: BfclTask, docs_by_class: Docs) -> list[list[Call]]:
+def ground_truth_calls(task: BfclTask, docs_by_class: Docs) -> list[list[GroundTruthCall]]:
     """The ground truth as the calls a perfect harness would make, turn by turn."""
     order = {
         d["name"]: list(d["parameters"].get("properties", {}))
