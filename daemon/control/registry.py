@@ -154,7 +154,7 @@ class Arg:
 # What prints a verb's reply (for a streaming verb: its events) for people.
 View = Callable[[Any, "Console"], None]
 # harnessctl's own reading of its command line into a request.
-Request = Callable[[argparse.Namespace], dict[str, Any]]
+RequestBuilder = Callable[[argparse.Namespace], dict[str, Any]]
 # What harnessctl does with a reply before its view (write a file, wait for the daemon).
 Then = Callable[["ControlClient", argparse.Namespace, Any], Any]
 
@@ -168,7 +168,7 @@ class Verb:
     help: str  # one line: harnessctl's help and description for the command
     view: View
     args: tuple[Arg, ...] = ()
-    request: Request | None = None  # default: each sent argument from its option
+    request: RequestBuilder | None = None  # default: each sent argument from its option
     then: Then | None = None
     unbounded: bool = False  # may take minutes: no timeout on its reply
     stream: bool = False  # replies once, then streams events until the client leaves
@@ -214,7 +214,7 @@ class Registry:
         view: View,
         command: tuple[str, ...] | None = None,
         args: tuple[Arg, ...] = (),
-        request: Request | None = None,
+        request: RequestBuilder | None = None,
         then: Then | None = None,
         unbounded: bool = False,
         stream: bool = False,
