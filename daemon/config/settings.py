@@ -106,6 +106,9 @@ class EndpointSettings(ClosedModel):
     token_file: Path | None = None
     # The model name clients send (and GET /v1/models lists).
     model_name: Annotated[str, Field(min_length=1, max_length=64)] = "harnessd"
+    # Seconds between keep-alive comments on a stream while the harness works: proxies and
+    # load balancers drop a connection that stays silent for long.
+    keepalive_s: Annotated[float, Field(gt=0, le=300)] = 5.0
 
     @model_validator(mode="after")
     def _where(self) -> EndpointSettings:
