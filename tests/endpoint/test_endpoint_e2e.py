@@ -241,7 +241,7 @@ def _readme_example() -> str:
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 
 
-def test_the_readme_example_runs_as_written(
+def test_the_readme_example_runs_to_an_answer_or_its_step_limit(
     endpoint: Endpoint, capsys: pytest.CaptureFixture[str]
 ) -> None:
     example = _readme_example()
@@ -253,5 +253,16 @@ def test_the_readme_example_runs_as_written(
     namespace: dict[str, Any] = {}
     exec(compile(code, "README.md", "exec"), namespace)
     namespace["client"].close()
-    printed = capsys.readouterr().out
-    assert "answered by v0001 request" in printed, printed
+    printed = capsys.readouterr().out.splitlines()
+    limit = namespace["MAX_STEPS"]
+    steps = [line for line in printed if line.startswith("step ")]
+    assert 1 <= len(steps) <= limit, printed
+    assert all("answered by v0001 request" in line for line in steps), printed
+    # It ends with the model's answer, or says it stopped at the limit: never more steps.
+    last = printed[-1]
+    assert last.startswith("answer: ") or (
+        len(steps) == limit and last.startswith(f"no answer in {limit} steps")
+    ), printed
+    # Each step after the first sent the tool results of the step before.
+    if len(steps) > 1:
+        assert any(m["role"] == "tool" for m in namespace["messages"])
