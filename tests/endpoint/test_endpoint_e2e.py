@@ -1,7 +1,8 @@
 """The OpenAI-compatible endpoint of a real daemon on the embedded default model, with the
 real ``openai`` SDK as the client: chat, a tool-call round trip, auth, bad input, a client
-that goes away, the Unix socket, and labelling endpoint traffic (the daemon: the
-``endpoint`` fixture of tests/endpoint/conftest.py, shared with the other files here)."""
+that goes away, the Unix socket, the probes beside the API, and labelling endpoint traffic
+(the daemon: the ``endpoint`` fixture of tests/endpoint/conftest.py, shared with the other
+files here)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import openai
 import pytest
 
 from tests.endpoint.endpoint_daemon import MAX_BODY, WEATHER, Endpoint
+from tests.support.scrape import samples
 
 pytestmark = [pytest.mark.docker, pytest.mark.model, pytest.mark.slow]
 
@@ -192,6 +194,22 @@ def test_the_unix_socket_serves_the_same_api(endpoint: Endpoint) -> None:
     with httpx2.Client(transport=transport) as http:
         client = endpoint.client(base_url="http://harnessd/v1", http_client=http)
         assert [m.id for m in client.models.list().data] == ["harnessd"]
+
+
+def test_the_probes_beside_the_api(endpoint: Endpoint) -> None:
+    """Liveness and readiness without the token (a supervisor has none); the metrics only
+    with it, counting the endpoint's own requests."""
+    base = endpoint.url.removesuffix("/v1")
+    auth = {"authorization": f"Bearer {endpoint.token}"}
+    with httpx2.Client(base_url=base, timeout=60) as http:
+        assert http.get("/healthz").json() == {"status": "alive"}
+        ready = http.get("/readyz")
+        assert ready.status_code == 200 and ready.json() == {"status": "ready"}, ready.text
+        assert http.get("/metrics").status_code == 401
+        assert http.get("/v1/models", headers=auth).status_code == 200
+        got = samples(http.get("/metrics", headers=auth).text)
+    assert got["harnessd_endpoint_requests_total", (("route", "models"), ("status", "200"))] >= 1
+    assert got["harnessd_endpoint_requests_total", (("route", "metrics"), ("status", "401"))] >= 1
 
 
 @pytest.mark.anyio
