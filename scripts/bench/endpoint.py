@@ -3,8 +3,9 @@
 model call they make, on ONE model instance (the daemon's), as ratios within one run.
 
 A real ``harnessd serve`` (loop off, endpoint and ``[metrics]`` on, the default policy: the
-seed on ``local:smollm2-135m``) answers the same questions two ways, interleaved round by
-round in a rotating order:
+seed on ``local:smollm2-135m``) answers the same questions two ways, round by round, the
+paths' order rotating each round and no request right after one with the same prompt
+(llama.cpp would reuse that prompt's cache, favouring whichever path came second):
 
 * ``ask``: the control socket's ``ask`` verb, what ``harnessctl ask`` sends (a fresh
   sandbox, the seed, the gateway, the ledger), without the ``harnessctl`` process start;
@@ -27,7 +28,7 @@ the CPU time stolen by the hypervisor before and after (both slow the model as m
 daemon; the figures mean little above a load of 1.5 on two cores), the medians per path,
 and the ratios: by medians, best against best, and paired per request.
 
-Usage: .venv/bin/python scripts/bench/endpoint.py [--rounds 5]
+Usage: .venv/bin/python scripts/bench/endpoint.py [--rounds 6]
 """
 
 from __future__ import annotations
@@ -171,10 +172,15 @@ def main(args: argparse.Namespace) -> None:
             runs: dict[str, list[Timed]] = {name: [] for name in paths}
             order = list(paths)
             for r in range(args.rounds):
-                for q in QUESTIONS:
-                    for name in order:
+                # Each path asks every question in turn, so no request follows one with the
+                # same prompt: llama.cpp reuses the cached prefix of the prompt before, and
+                # a repeat would be answered faster on whichever path came second. The
+                # order of the paths rotates each round (an even number of rounds: each
+                # goes first as often).
+                for name in order:
+                    for q in QUESTIONS:
                         runs[name].append(clock.timed(paths[name], q))
-                order = order[1:] + order[:1]  # rotate: no path always first after a pause
+                order = order[1:] + order[:1]
                 print(f"  round {r + 1}/{args.rounds} done", flush=True)
             client.close()
         finally:
@@ -208,8 +214,8 @@ def main(args: argparse.Namespace) -> None:
         f"endpoint / model {low['endpoint'] / low['model']:.2f}x, "
         f"ask / model {low['ask'] / low['model']:.2f}x"
     )
-    # Paired per request: each request against its own model call (the same question, the
-    # same moment), and endpoint against ask on the same question in the same round.
+    # Paired per request: endpoint against ask on the same question in the same round, and
+    # each request beyond its own model call.
     paired = sorted(e.wall / a.wall for e, a in zip(runs["endpoint"], runs["ask"], strict=True))
     print(
         f"endpoint / ask per request: median {median(paired):.3f}x, "
@@ -224,5 +230,5 @@ def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=6, help="an even number")
     main(parser.parse_args())
