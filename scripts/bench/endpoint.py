@@ -224,8 +224,20 @@ def main(args: argparse.Namespace) -> None:
     for name, v in runs.items():
         own = [t.wall - t.model for t in v]
         print(
-            f"{name} beyond its own model call: median {median(own) * 1000:.0f} ms ({_spread(own)})"
+            f"{name} beyond its own model call: median {median(own) * 1000:.0f} ms "
+            f"({_spread(own)}); its model calls: median {median([t.model for t in v]):.3f} s"
         )
+    # What the endpoint adds over ask, free of the model's own variation: each request's
+    # time beyond its model call, paired by question and round.
+    extra = sorted(
+        (e.wall - e.model) - (a.wall - a.model)
+        for e, a in zip(runs["endpoint"], runs["ask"], strict=True)
+    )
+    print(
+        "endpoint beyond ask, each beyond its own model call, paired: median "
+        f"{median(extra) * 1000:+.0f} ms (range {extra[0] * 1000:+.0f} to "
+        f"{extra[-1] * 1000:+.0f} ms)"
+    )
 
 
 if __name__ == "__main__":
