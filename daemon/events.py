@@ -73,6 +73,17 @@ def recent_events(store: Store, limit: int = 50) -> list[Event]:
     ]
 
 
+def count_by(store: Store, kind: str, key: str) -> dict[str, int]:
+    """How many stored events of ``kind`` there are, by the value of their data's ``key``
+    (e.g. outages by dependency)."""
+    rows = store.query(
+        "SELECT json_extract(data, '$.' || ?) AS k, COUNT(*) AS n FROM events WHERE kind = ? "
+        "GROUP BY k ORDER BY k",
+        (key, kind),
+    )
+    return {str(r["k"]): int(r["n"]) for r in rows}
+
+
 @dataclass
 class _Subscriber:
     send: MemoryObjectSendStream[Event]

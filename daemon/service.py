@@ -1,9 +1,13 @@
 """``harnessd serve``: one anyio task group owning everything the daemon runs.
 
 Start-up order: state-dir lock, policy (invalid: exit 2, nothing started), SQLite, event
-log, then the task group: the OpenAI-compatible endpoint when ``[endpoint]`` enables it,
-the control socket (readiness via ``tg.start``; once it answers, the endpoint does too),
-file watchers, and the workers. SIGTERM/SIGINT drain and exit; SIGHUP re-reads config and policy.
+log, then the task group: the metrics' event feed, the OpenAI-compatible endpoint when
+``[endpoint]`` enables it, the control socket (readiness via ``tg.start``; once it answers,
+the endpoint does too), the metrics port when ``[metrics]`` enables it, file watchers, and
+the workers. Then, under systemd (``Type=notify``), ``READY=1`` once the control socket
+answers ``status`` and the live version's tree is there, and ``WATCHDOG=1`` while the event
+loop and the store answer; ``STOPPING=1`` when a stop begins. SIGTERM/SIGINT drain and exit;
+SIGHUP re-reads config and policy.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import os
 import signal
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +28,13 @@ from daemon.config.reload import PolicyHolder, watch_files
 from daemon.config.secrets import endpoint_token, redact, register_configured_secrets
 from daemon.config.settings import LoadedSettings, load_settings
 from daemon.config.statedir import hold_lock, prepare_state_dir
+from daemon.control.client import ControlClient
 from daemon.control.handlers import ControlApi, VerbDeps
 from daemon.control.protocol import SOCKET_NAME
 from daemon.control.server import Replies, serve_control
 from daemon.endpoint.server import Listening, serve_endpoint
-from daemon.errors import ConfigError, LineageError, SetupError
+from daemon.errors import ConfigError, LineageError, SetupError, Unavailable
+from daemon.evaluation.health import ENGINE
 from daemon.evaluation.runtime import Runtime, open_runtime
 from daemon.events import EventBus
 from daemon.improve.loop import ImprovementLoop, LoopControl
@@ -35,6 +42,9 @@ from daemon.improve.review import ReviewDesk
 from daemon.lineage import Lineage
 from daemon.live import private_suites
 from daemon.live.harness import LiveHarness
+from daemon.ops.metrics import DaemonMetrics, Sources
+from daemon.ops.probes import DaemonProbes, serve_probes
+from daemon.ops.sdnotify import Notifier
 from daemon.providers import check_models
 from daemon.store import Store
 from daemon.suites import check_suite, watched_paths
@@ -48,6 +58,8 @@ log = logging.getLogger("harnessd.service")
 DRAIN_GRACE_S = 0.5
 # How long it then waits for replies already on their way to reach their clients.
 REPLY_GRACE_S = 1.0
+# How long the readiness check waits for the control socket's answer to ``status``.
+READY_CHECK_S = 5.0
 
 
 class Daemon:
@@ -58,10 +70,13 @@ class Daemon:
         store: Store,
         bus: EventBus,
         token: str | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         self.loaded = loaded
         self.token = token  # the endpoint's bearer token (None: the endpoint is off)
+        self.notifier = notifier or Notifier({})  # systemd's socket (none: not under systemd)
         self.endpoint: Listening | None = None
+        self.metrics_url: str | None = None
         self.policy = policy
         self.store = store
         self.bus = bus
@@ -86,6 +101,7 @@ class Daemon:
                 if self.endpoint.unix_socket is None
                 else str(self.endpoint.unix_socket),
             },
+            "metrics": None if self.metrics_url is None else {"url": self.metrics_url},
         }
 
     async def on_file_change(self, path: Any) -> None:
@@ -120,12 +136,13 @@ class Daemon:
                 f"state_dir changed to {fresh.state_dir}; restart harnessd to move there",
                 level="warning",
             )
-        if fresh.settings.endpoint != self.loaded.settings.endpoint:
-            await self.bus.emit(
-                "config.restart_needed",
-                "[endpoint] changed; restart harnessd to serve it as set",
-                level="warning",
-            )
+        for table in ("endpoint", "metrics"):
+            if getattr(fresh.settings, table) != getattr(self.loaded.settings, table):
+                await self.bus.emit(
+                    "config.restart_needed",
+                    f"[{table}] changed; restart harnessd to serve it as set",
+                    level="warning",
+                )
         logging.getLogger("harnessd").setLevel(fresh.settings.log_level.upper())
         self.loaded = fresh
         self.policy.path = fresh.policy_path
@@ -190,12 +207,26 @@ class Daemon:
             )
         )
 
-    async def _start_endpoint(self, tg: anyio.abc.TaskGroup, live: LiveHarness) -> None:
+    async def _start_endpoint(
+        self,
+        tg: anyio.abc.TaskGroup,
+        live: LiveHarness,
+        metrics: DaemonMetrics,
+        probes: DaemonProbes,
+    ) -> None:
         settings = self.loaded.settings.endpoint
         if not settings.enabled or self.token is None:
             return
         self.endpoint = await tg.start(
-            serve_endpoint, settings, self.loaded.endpoint_socket, live, self.token
+            partial(
+                serve_endpoint,
+                settings,
+                self.loaded.endpoint_socket,
+                live,
+                self.token,
+                observer=metrics,
+                probes=probes,
+            )
         )
         await self.bus.emit(
             "endpoint.started",
@@ -207,6 +238,75 @@ class Daemon:
             else str(self.endpoint.unix_socket),
         )
 
+    async def _start_metrics(self, tg: anyio.abc.TaskGroup, probes: DaemonProbes) -> None:
+        settings = self.loaded.settings.metrics
+        if not settings.enabled:
+            return
+        self.metrics_url = await tg.start(serve_probes, settings, probes)
+        await self.bus.emit(
+            "metrics.started",
+            f"Prometheus metrics at {self.metrics_url}/metrics (and /healthz, /readyz)",
+            url=self.metrics_url,
+        )
+
+    def _control_answers(self) -> None:
+        with ControlClient(self.socket_path, timeout=READY_CHECK_S) as client:
+            client.call("status")
+
+    def _live_tree(self) -> None:
+        tree = self.lineage.path(self.lineage.current())
+        if not (tree / "harness.py").is_file():
+            raise SetupError(f"the live version's tree {tree} has no harness.py")
+
+    async def unready(self, rt: Runtime, live: LiveHarness, *, outages: bool = True) -> list[str]:
+        """Why the daemon is not ready (none: it is): the control socket does not answer
+        ``status``, the live version's tree is missing, it is stopping, or (``outages``) the
+        engine or the primary model is down so the live harness cannot answer."""
+        reasons = []
+        if not live.accepting:
+            reasons.append("harnessd is stopping")
+        try:
+            await anyio.to_thread.run_sync(self._control_answers)
+        except Exception as exc:
+            reasons.append(f"the control socket does not answer status: {exc}")
+        try:
+            await anyio.to_thread.run_sync(self._live_tree)
+        except (SetupError, LineageError) as exc:
+            reasons.append(str(exc))
+        if outages:
+            try:
+                rt.health.check((ENGINE, rt.policy.get().models.primary))
+            except Unavailable as exc:
+                reasons.append(str(exc))
+        return reasons
+
+    async def _announce_ready(self, rt: Runtime, live: LiveHarness) -> None:
+        """``READY=1`` once the control socket and the live harness answer (an outage does
+        not hold it back: the daemon is up and waits the outage out; /readyz reports it)."""
+        while reasons := await self.unready(rt, live, outages=False):
+            log.warning("not ready yet: %s", "; ".join(reasons))
+            await anyio.sleep(0.5)
+        live_version = await anyio.to_thread.run_sync(self.lineage.current)
+        self.notifier.notify(
+            "READY=1", f"STATUS=live version {live_version.name}; control socket {self.socket_path}"
+        )
+
+    async def _supervised(self, rt: Runtime, live: LiveHarness) -> None:
+        """What systemd hears: ``READY=1``, then the watchdog's pings if it asked for them."""
+        await self._announce_ready(rt, live)
+        if (every := self.notifier.ping_every_s) is not None:
+            await self._watchdog(every)
+
+    async def _watchdog(self, every: float) -> None:
+        """``WATCHDOG=1`` every ``every`` seconds while the event loop runs and the store
+        answers; a hung daemon stops pinging, and systemd restarts it."""
+        while True:
+            began = time.monotonic()
+            with anyio.move_on_after(every / 2):
+                await anyio.to_thread.run_sync(self.lineage.current, abandon_on_cancel=True)
+                self.notifier.notify("WATCHDOG=1")
+            await anyio.sleep(max(0.0, every - (time.monotonic() - began)))
+
     async def run(self) -> None:
         await self._prepare_lineage()
         instance = instance_id(self.loaded.state_dir)
@@ -217,12 +317,26 @@ class Daemon:
             anyio.create_task_group() as tg,
         ):
             live = LiveHarness(rt, self.lineage)
+            metrics = DaemonMetrics(
+                Sources(
+                    self.store,
+                    self.lineage,
+                    rt.guard.window_state,
+                    rt.health.state,
+                    lambda: live.in_flight,
+                )
+            )
+            live.on_served = metrics.served
+            rt.on_model_call = metrics.model_call
+            probes = DaemonProbes(metrics, partial(self.unready, rt, live))
             loop = ImprovementLoop(rt, self.lineage, self.control)
             replies = Replies()
             tg.start_soon(self._signals)
+            await tg.start(metrics.follow, self.bus)
             await tg.start(rt.health.run)
-            await self._start_endpoint(tg, live)
+            await self._start_endpoint(tg, live, metrics, probes)
             await tg.start(serve_control, self.socket_path, self._verbs(rt, live, loop), replies)
+            await self._start_metrics(tg, probes)
             await tg.start(watch_files, self.watched, self.on_file_change)
             await tg.start(loop.run)
             await self.bus.emit(
@@ -230,7 +344,9 @@ class Daemon:
                 f"harnessd up (pid {os.getpid()}), control socket {self.socket_path}",
             )
             _print_attach_hint(self.socket_path)
+            tg.start_soon(self._supervised, rt, live)
             await self.stop_requested.wait()
+            self.notifier.notify("STOPPING=1", "STATUS=stopping: draining requests in flight")
             await self.bus.emit("daemon.stopping", "stopping: draining requests in flight")
             left = await live.drain(DRAIN_GRACE_S)
             if left:
@@ -257,6 +373,8 @@ def _print_attach_hint(socket_path: Any) -> None:
 
 
 async def serve(loaded: LoadedSettings) -> None:
+    notifier = Notifier()  # first: what the daemon starts must not inherit systemd's socket
+
     def prepare() -> tuple[Path, str | None]:
         state_dir = prepare_state_dir(loaded.state_dir)
         register_configured_secrets(loaded)  # reads the key files
@@ -278,6 +396,7 @@ async def serve(loaded: LoadedSettings) -> None:
         holder = PolicyHolder(loaded.policy_path, policy, [usable])
         store = await anyio.to_thread.run_sync(Store, state_dir / "state.db")
         try:
-            await Daemon(loaded, holder, store, EventBus(store, redact), token).run()
+            bus = EventBus(store, redact)
+            await Daemon(loaded, holder, store, bus, token, notifier).run()
         finally:
             store.close()

@@ -84,6 +84,14 @@ def is_loopback(host: str) -> bool:
         return False  # a host name: it may resolve anywhere
 
 
+def _loopback_or_allowed(host: str, allowed: bool, what: str) -> None:
+    if not allowed and not is_loopback(host):
+        raise ValueError(
+            f"host {host!r} is not a loopback address: {what} would be reachable from other "
+            "machines; use 127.0.0.1, or set allow_non_loopback = true if that is what you want"
+        )
+
+
 class EndpointSettings(ClosedModel):
     """``[endpoint]``: the OpenAI-compatible endpoint (:mod:`daemon.endpoint`), off by default.
 
@@ -106,17 +114,33 @@ class EndpointSettings(ClosedModel):
     token_file: Path | None = None
     # The model name clients send (and GET /v1/models lists).
     model_name: Annotated[str, Field(min_length=1, max_length=64)] = "harnessd"
+    # Seconds between keep-alive comments on a stream while the harness works: proxies and
+    # load balancers drop a connection that stays silent for long.
+    keepalive_s: Annotated[float, Field(gt=0, le=300)] = 5.0
 
     @model_validator(mode="after")
     def _where(self) -> EndpointSettings:
-        if self.tcp and not self.allow_non_loopback and not is_loopback(self.host):
-            raise ValueError(
-                f"host {self.host!r} is not a loopback address: the endpoint would be "
-                "reachable from other machines; use 127.0.0.1, or set allow_non_loopback = "
-                "true if that is what you want"
-            )
+        if self.tcp:
+            _loopback_or_allowed(self.host, self.allow_non_loopback, "the endpoint")
         if not self.tcp and self.unix_socket is None:
             raise ValueError("tcp = false needs a unix_socket to listen on")
+        return self
+
+
+class MetricsSettings(ClosedModel):
+    """``[metrics]``: the daemon's Prometheus metrics and its ``/healthz`` and ``/readyz``
+    probes on a port of their own (:mod:`daemon.ops`), off by default. Unauthenticated, so
+    on loopback unless ``allow_non_loopback``. With the endpoint on, the same probes are
+    also on its server (``/metrics`` there behind its token)."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 8643  # 0: any free port (status shows it)
+    allow_non_loopback: bool = False
+
+    @model_validator(mode="after")
+    def _where(self) -> MetricsSettings:
+        _loopback_or_allowed(self.host, self.allow_non_loopback, "the metrics")
         return self
 
 
@@ -142,6 +166,7 @@ class Settings(BaseSettings):
     local: LocalSettings = LocalSettings()
     executor: ExecutorSettings = ExecutorSettings()
     endpoint: EndpointSettings = EndpointSettings()
+    metrics: MetricsSettings = MetricsSettings()
 
     @classmethod
     def settings_customise_sources(

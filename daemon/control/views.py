@@ -94,6 +94,9 @@ def status(r: dict[str, Any], c: Console) -> None:
     where = [w for w in (endpoint.get("url"), endpoint.get("unix_socket")) if w]
     if where:
         c.print(f"OpenAI-compatible endpoint: {' and '.join(where)}")
+    metrics = (r.get("metrics") or {}).get("url")
+    if metrics:
+        c.print(f"metrics: {metrics}/metrics (and /healthz, /readyz)")
     live = r.get("live") or {}
     if live:
         c.print(

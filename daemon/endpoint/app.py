@@ -1,4 +1,6 @@
-"""The ASGI application: ``POST /v1/chat/completions`` and ``GET /v1/models`` (Starlette).
+"""The ASGI application: ``POST /v1/chat/completions`` and ``GET /v1/models`` (Starlette),
+and the probes a supervisor and a monitoring system use (``/healthz``, ``/readyz``, and
+``/metrics`` behind the token), when the daemon hands them over.
 
 Each request is checked in the order that spends least on a bad one: the bearer token
 (compared in constant time), the body's size (its ``Content-Length``, then the bytes as
@@ -11,11 +13,19 @@ names it in ``x-harnessd-version`` (and its ``requests`` row in ``x-harnessd-req
 While it runs, the client's connection is watched: a client that goes away cancels the
 harness run (its container is removed, its model calls charged what the provider counted,
 its row recorded ``interrupted``).
+
+A streamed request (``"stream": true``, :class:`ChatStream`) is answered with status 200
+and the role chunk as soon as its run has started (a refusal before that, an outage or a
+stop, is a plain error response with its status), then a keep-alive comment every
+``[endpoint] keepalive_s`` while the harness works, then the answer's chunks and
+``data: [DONE]``. A run that fails after the stream began ends it with an OpenAI-shaped
+``data: {"error": ...}`` event, which the SDKs raise as an error.
 """
 
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -27,12 +37,13 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from daemon.config.settings import EndpointSettings
 from daemon.endpoint import wire
 from daemon.endpoint.wire import ApiError
 from daemon.errors import BudgetExceeded, HarnessdError, NotAccepting, Unavailable
-from daemon.live.harness import Served
+from daemon.live.harness import OnStart, Served, Started
 from daemon.tasks import Task
 
 log = logging.getLogger("harnessd.endpoint")
@@ -44,7 +55,25 @@ REQUEST_HEADER = "x-harnessd-request"
 class Answerer(Protocol):
     """What answers a checked request: the live harness (:meth:`LiveHarness.chat`)."""
 
-    async def chat(self, task: Task) -> Served: ...
+    async def chat(self, task: Task, on_start: OnStart | None = None) -> Served: ...
+
+
+class RequestObserver(Protocol):
+    """Told of every request the endpoint answered (the daemon's metrics): its route, the
+    status it ended with (499: the client left first) and its wall seconds."""
+
+    def request_done(self, route: str, status: int, seconds: float) -> None: ...
+
+
+class Probes(Protocol):
+    """The daemon's probes, served beside the API: liveness and readiness without the
+    token (a supervisor has none), the metrics with it."""
+
+    async def healthz(self, request: Request) -> Response: ...
+
+    async def readyz(self, request: Request) -> Response: ...
+
+    async def metrics(self, request: Request) -> Response: ...
 
 
 def error_response(error: ApiError) -> JSONResponse:
@@ -90,20 +119,37 @@ def _daemon_error(exc: HarnessdError) -> ApiError:
 class EndpointApp:
     """The application's state: the answerer, the token, the limits."""
 
-    def __init__(self, answerer: Answerer, token: str, settings: EndpointSettings) -> None:
+    def __init__(
+        self,
+        answerer: Answerer,
+        token: str,
+        settings: EndpointSettings,
+        *,
+        observer: RequestObserver | None = None,
+        probes: Probes | None = None,
+    ) -> None:
         self.answerer = answerer
         self._token = token.encode()
         self.settings = settings
+        self.observer = observer
         self.models = (settings.model_name,)
         self.created = int(time.time())
         self.in_flight = 0
-        self.app = Starlette(
-            routes=[
-                Route("/v1/chat/completions", self._guarded(self.chat), methods=["POST"]),
-                Route("/v1/models", self._guarded(self.list_models), methods=["GET"]),
-            ],
-            exception_handlers={HTTPException: self._http_error},
-        )
+        routes = [
+            Route("/v1/chat/completions", self._guarded("chat", self.chat), methods=["POST"]),
+            Route("/v1/models", self._guarded("models", self.list_models), methods=["GET"]),
+        ]
+        if probes is not None:
+            routes += [
+                Route("/healthz", probes.healthz, methods=["GET"]),
+                Route("/readyz", probes.readyz, methods=["GET"]),
+                Route("/metrics", self._guarded("metrics", probes.metrics), methods=["GET"]),
+            ]
+        self.app = Starlette(routes=routes, exception_handlers={HTTPException: self._http_error})
+
+    def observe(self, route: str, status: int, began: float) -> None:
+        if self.observer is not None:
+            self.observer.request_done(route, status, time.monotonic() - began)
 
     async def _http_error(self, request: Request, exc: Exception) -> Response:
         """Starlette's own refusals (no such route, wrong method), worded as OpenAI's."""
@@ -117,9 +163,16 @@ class EndpointApp:
         return error_response(ApiError(status, message, code="unknown_url"))
 
     def _guarded(
-        self, handler: Callable[[Request], Awaitable[Response]]
+        self, route: str, handler: Callable[[Request], Awaitable[Response]]
     ) -> Callable[[Request], Awaitable[Response]]:
         async def guarded(request: Request) -> Response:
+            began = time.monotonic()
+            response = await answered(request)
+            if not isinstance(response, ChatStream):  # a stream counts itself when it ends
+                self.observe(route, response.status_code, began)
+            return response
+
+        async def answered(request: Request) -> Response:
             try:
                 self._authenticate(request)
                 return await handler(request)
@@ -129,13 +182,7 @@ class EndpointApp:
                 return Response(status_code=499)
             except Exception:  # a bug: logged, never shown to the client
                 log.exception("endpoint %s %s failed", request.method, request.url.path)
-                return error_response(
-                    ApiError(
-                        500,
-                        "the endpoint failed on this request; see the daemon log",
-                        type="server_error",
-                    )
-                )
+                return error_response(_endpoint_bug())
 
         return guarded
 
@@ -187,6 +234,8 @@ class EndpointApp:
                 headers={"retry-after": "1"},
             )
         checked = wire.parse_request(wire.parse_json(body), self.models)
+        if checked.stream:
+            return ChatStream(self, checked)
         self.in_flight += 1
         try:
             served = await self._answer(request, checked.task)
@@ -194,31 +243,11 @@ class EndpointApp:
             self.in_flight -= 1
         if served is None:  # the client left; nobody reads this
             return Response(status_code=499)
-        answer = served.answer
-        if answer.get("error") is not None:
-            return error_response(_harness_failure(answer))
         try:
-            body_out = wire.response_body(
-                request=checked,
-                request_id=int(answer["request"]),
-                output=served.output,
-                last_reply=served.last_reply,
-                prompt_tokens=int(answer.get("prompt_tokens", 0)),
-                completion_tokens=int(answer.get("completion_tokens", 0)),
-                version=str(answer["version"]),
-            )
-        except wire.BadOutput as exc:
-            return error_response(
-                ApiError(
-                    500,
-                    f"the harness's answer is not one a chat completion can carry ({exc}); "
-                    f"request {answer['request']} on {answer['version']}",
-                    type="server_error",
-                    code="bad_harness_output",
-                    headers=_served_headers(answer),
-                )
-            )
-        return JSONResponse(body_out, headers=_served_headers(answer))
+            body_out = completion_body(checked, served)
+        except ApiError as error:
+            return error_response(error)
+        return JSONResponse(body_out, headers=_served_headers(served.answer))
 
     async def _answer(self, request: Request, task: Task) -> Served | None:
         """The live harness's answer, or None if the client went away first (the run is
@@ -249,3 +278,176 @@ class EndpointApp:
         if isinstance(result, HarnessdError):
             raise _daemon_error(result)
         return result
+
+
+def _endpoint_bug() -> ApiError:
+    return ApiError(
+        500, "the endpoint failed on this request; see the daemon log", type="server_error"
+    )
+
+
+def completion_body(checked: wire.CompletionRequest, served: Served) -> dict[str, Any]:
+    """The chat completion for a finished run (ApiError for a run that failed, or for an
+    output no completion can carry)."""
+    answer = served.answer
+    if answer.get("error") is not None:
+        raise _harness_failure(answer)
+    try:
+        return wire.response_body(
+            request=checked,
+            request_id=int(answer["request"]),
+            output=served.output,
+            last_reply=served.last_reply,
+            prompt_tokens=int(answer.get("prompt_tokens", 0)),
+            completion_tokens=int(answer.get("completion_tokens", 0)),
+            version=str(answer["version"]),
+        )
+    except wire.BadOutput as exc:
+        raise ApiError(
+            500,
+            f"the harness's answer is not one a chat completion can carry ({exc}); "
+            f"request {answer['request']} on {answer['version']}",
+            type="server_error",
+            code="bad_harness_output",
+            headers=_served_headers(answer),
+        ) from None
+
+
+def _event(data: dict[str, Any] | str) -> bytes:
+    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    return f"data: {text}\n\n".encode()
+
+
+KEEPALIVE = b": keep-alive\n\n"
+
+
+class _ClientGone(Exception):
+    """The client's connection closed (noticed while writing to it)."""
+
+
+class ChatStream(Response):
+    """One streamed chat completion, as an ASGI response that owns its harness run: the
+    run, the watch on the client's connection and the writing of the chunks share one task
+    group, so a client that leaves at any point cancels the run."""
+
+    def __init__(self, endpoint: EndpointApp, checked: wire.CompletionRequest) -> None:
+        super().__init__(status_code=200)
+        self.endpoint = endpoint
+        self.checked = checked
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = self.endpoint
+        endpoint.in_flight += 1
+        began = time.monotonic()
+        status = 499  # until it is known: the client left first
+        try:
+            status = await self._serve(scope, receive, send)
+        finally:
+            endpoint.in_flight -= 1
+            endpoint.observe("chat", status, began)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> int:
+        """The status the request ended with (an error inside the stream counts as its own
+        status; 499: the client left)."""
+        started: list[Started] = []
+        begun, finished = anyio.Event(), anyio.Event()
+        outcome: list[Served | ApiError] = []
+        status = 499
+
+        def on_start(event: Started) -> None:
+            started.append(event)
+            begun.set()
+
+        async with anyio.create_task_group() as tg:
+
+            async def run() -> None:
+                try:
+                    outcome.append(await self.endpoint.answerer.chat(self.checked.task, on_start))
+                except HarnessdError as exc:
+                    outcome.append(_daemon_error(exc))
+                except Exception:
+                    log.exception("endpoint: a streamed request failed")
+                    outcome.append(_endpoint_bug())
+                finally:
+                    begun.set()
+                    finished.set()
+
+            async def watch() -> None:
+                # The body is read, so the next message is the client leaving.
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                log.info("endpoint: the client left a stream before its end; cancelling the run")
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(run)
+            tg.start_soon(watch)
+            await begun.wait()
+            try:
+                if not started:  # refused before it began: a plain error with its status
+                    error = outcome[0]
+                    assert isinstance(error, ApiError)
+                    await error_response(error)(scope, receive, send)
+                    status = error.status
+                else:
+                    status = await self._stream(send, started[0], finished, outcome)
+            except _ClientGone:
+                status = 499
+            tg.cancel_scope.cancel()  # the watch (and a run the client left) end here
+        return status
+
+    async def _stream(
+        self,
+        send: Send,
+        started: Started,
+        finished: anyio.Event,
+        outcome: list[Served | ApiError],
+    ) -> int:
+        checked = self.checked
+        headers = {
+            "content-type": "text/event-stream; charset=utf-8",
+            "cache-control": "no-cache",
+            "x-accel-buffering": "no",  # a proxy in front must not hold the chunks back
+            VERSION_HEADER: started.version,
+            REQUEST_HEADER: str(started.request),
+        }
+        await self._send(
+            send,
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(k.encode(), v.encode()) for k, v in headers.items()],
+            },
+        )
+        created = int(time.time())
+        head = wire.stream_head(checked, started.request, started.version, created)
+        await self._write(send, _event(head))
+        while not finished.is_set():
+            with anyio.move_on_after(self.endpoint.settings.keepalive_s):
+                await finished.wait()
+            if not finished.is_set():
+                await self._write(send, KEEPALIVE)
+        result = outcome[0]
+        status = 200
+        try:
+            if isinstance(result, ApiError):
+                raise result
+            body = completion_body(checked, result)
+            body["created"] = created
+            chunks = [
+                *map(_event, wire.stream_rest(body, include_usage=checked.include_usage)),
+                _event("[DONE]"),
+            ]
+        except ApiError as error:
+            chunks, status = [_event(error.body())], error.status
+        await self._write(send, b"".join(chunks), more=False)
+        return status
+
+    async def _write(self, send: Send, data: bytes, *, more: bool = True) -> None:
+        await self._send(send, {"type": "http.response.body", "body": data, "more_body": more})
+
+    @staticmethod
+    async def _send(send: Send, message: dict[str, Any]) -> None:
+        try:
+            await send(message)
+        except OSError:  # the server's word for a client that has gone (ClientDisconnected)
+            raise _ClientGone from None

@@ -1,5 +1,5 @@
 """The endpoint's server: uvicorn on a loopback TCP address and/or a Unix socket, inside
-the daemon's task group.
+the daemon's task group (:func:`serve_app` serves the metrics port the same way).
 
 The sockets are bound here (so ``port = 0`` can report the port it got, and the Unix socket
 is born 0600), then handed to uvicorn, which serves until the daemon stops. uvicorn's own
@@ -15,16 +15,17 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import uvicorn
 from anyio.abc import TaskStatus
+from starlette.types import ASGIApp
 
 from daemon.config.settings import EndpointSettings
-from daemon.endpoint.app import Answerer, EndpointApp
+from daemon.endpoint.app import Answerer, EndpointApp, Probes, RequestObserver
 from daemon.errors import SetupError
 
 log = logging.getLogger("harnessd.endpoint")
@@ -52,7 +53,8 @@ class _Server(uvicorn.Server):
         yield  # the daemon owns the signals
 
 
-def _tcp_socket(host: str, port: int) -> socket.socket:
+def tcp_socket(section: str, host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (``section``: the settings table that named it)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -61,7 +63,7 @@ def _tcp_socket(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise SetupError(
-            f"[endpoint] host {host!r} port {port}: cannot listen there ({exc.strerror}); "
+            f"[{section}] host {host!r} port {port}: cannot listen there ({exc.strerror}); "
             "pick another port (0: any free one) or stop what holds it"
         ) from None
     sock.listen(128)
@@ -87,10 +89,11 @@ def _unix_socket(path: Path) -> socket.socket:
     return sock
 
 
-def _url(sock: socket.socket) -> str:
+def base_url(sock: socket.socket) -> str:
+    """``http://host:port`` of a listening TCP socket."""
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}/v1"
+    return f"http://{shown}:{port}"
 
 
 async def serve_endpoint(
@@ -99,55 +102,67 @@ async def serve_endpoint(
     answerer: Answerer,
     token: str,
     *,
+    observer: RequestObserver | None = None,
+    probes: Probes | None = None,
     task_status: TaskStatus[Listening] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until cancelled; ``task_status.started`` gets where it listens."""
     sockets: list[socket.socket] = []
     try:
         if settings.tcp:
-            sockets.append(_tcp_socket(settings.host, settings.port))
+            sockets.append(tcp_socket("endpoint", settings.host, settings.port))
         if unix_socket is not None:
             sockets.append(_unix_socket(unix_socket))
-        listening = Listening(_url(sockets[0]) if settings.tcp else None, unix_socket)
-        endpoint = EndpointApp(answerer, token, settings)
-        config = uvicorn.Config(
-            endpoint.app,
-            lifespan="off",
-            log_config=None,  # harnessd's logging stays as it is
-            access_log=False,
-            server_header=False,
-            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        url = base_url(sockets[0]) + "/v1" if settings.tcp else None
+        endpoint = EndpointApp(answerer, token, settings, observer=observer, probes=probes)
+        await serve_app(
+            endpoint.app, sockets, started=lambda: task_status.started(Listening(url, unix_socket))
         )
-        server = _Server(config)
-        done = anyio.Event()
-
-        async def run() -> None:
-            try:
-                # Stopped by ``should_exit``, not by cancellation, so it closes its
-                # connections and listeners itself.
-                with anyio.CancelScope(shield=True):
-                    await server.serve(sockets=sockets)
-            finally:
-                done.set()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
-            while not server.started:
-                if done.is_set():
-                    raise SetupError("the endpoint's server stopped while starting; see the log")
-                await anyio.sleep(0.02)
-            task_status.started(listening)
-            try:
-                await anyio.sleep_forever()
-            finally:
-                server.should_exit = True
-                with anyio.CancelScope(shield=True):
-                    with anyio.move_on_after(SHUTDOWN_GRACE_S + 5):
-                        await done.wait()
-                    server.force_exit = True
-                    await done.wait()
     finally:
         for sock in sockets:
             sock.close()
         if unix_socket is not None:
             unix_socket.unlink(missing_ok=True)
+
+
+async def serve_app(
+    app: ASGIApp, sockets: list[socket.socket], started: Callable[[], None]
+) -> None:
+    """Serve ``app`` with uvicorn on ``sockets`` (listening already) until cancelled;
+    ``started`` is called once it accepts connections. The sockets stay the caller's."""
+    config = uvicorn.Config(
+        app,
+        lifespan="off",
+        log_config=None,  # harnessd's logging stays as it is
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    )
+    server = _Server(config)
+    done = anyio.Event()
+
+    async def run() -> None:
+        try:
+            # Stopped by ``should_exit``, not by cancellation, so it closes its connections
+            # and listeners itself.
+            with anyio.CancelScope(shield=True):
+                await server.serve(sockets=sockets)
+        finally:
+            done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        while not server.started:
+            if done.is_set():
+                raise SetupError("an HTTP server of harnessd stopped while starting; see the log")
+            await anyio.sleep(0.02)
+        started()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            server.should_exit = True
+            with anyio.CancelScope(shield=True):
+                with anyio.move_on_after(SHUTDOWN_GRACE_S + 5):
+                    await done.wait()
+                server.force_exit = True
+                await done.wait()

@@ -11,6 +11,13 @@ The harness's answer becomes the response: a non-empty list of calls
 with ``finish_reason = "tool_calls"``; text as ``content``. A ``function_call`` run that
 chose no call answers with what the model said last (the seed returns only the calls).
 
+With ``"stream": true`` the same response goes out as OpenAI's ``chat.completion.chunk``
+objects: the assistant's role first (:func:`stream_head`, sent as soon as the run has
+started), then the content or each tool call's deltas (id, type and name, then its
+arguments), a last chunk with ``finish_reason``, and with ``stream_options.include_usage``
+a chunk with no choices and the usage (:func:`stream_rest`). The harness decides its answer
+after its loop, so everything after the role arrives at once, when the run ends.
+
 Everything a client sends is checked here, and every refusal is an :class:`ApiError`: an
 OpenAI-shaped error body (``{"error": {"message", "type", "param", "code"}}``) with its
 HTTP status. Like OpenAI, an argument this API does not know is refused by name rather
@@ -32,6 +39,7 @@ from daemon.providers.base import ChatResponse, Message, ToolCall, ToolSpec
 from daemon.tasks import Task
 
 OBJECT_CHAT = "chat.completion"
+OBJECT_CHUNK = "chat.completion.chunk"
 TASK_SUITE = "chat"  # what a harness sees as task["suite"] for endpoint requests
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MAX_TOKENS_LIMIT = 32768
@@ -54,7 +62,6 @@ TOLERATED = frozenset(
         "service_tier",
         "reasoning_effort",
         "top_logprobs",
-        "stream_options",
     }
 )
 HANDLED = frozenset(
@@ -67,6 +74,7 @@ HANDLED = frozenset(
         "max_completion_tokens",
         "n",
         "stream",
+        "stream_options",
         "logprobs",
         "response_format",
     }
@@ -101,10 +109,13 @@ def bad(message: str, param: str | None = None, code: str | None = None) -> ApiE
 
 @dataclass(frozen=True)
 class CompletionRequest:
-    """A checked request: the task for the harness, and what the response must name."""
+    """A checked request: the task for the harness, what the response must name, and how
+    it goes out (whole, or streamed as chunks, with a usage chunk or not)."""
 
     model: str
     task: Task
+    stream: bool = False
+    include_usage: bool = False
 
 
 def _shown(value: Any) -> str:
@@ -287,12 +298,6 @@ def _unsupported(data: dict[str, Any]) -> None:
         raise bad(f"Unrecognized request argument supplied: {unknown[0]}", unknown[0])
     if data.get("n", 1) != 1:
         raise bad("'n' must be 1: the live harness gives one answer per request", "n")
-    if data.get("stream", False) not in (False, None):
-        raise bad(
-            "streaming is not supported: send 'stream': false (the default) and read the "
-            "whole answer",
-            "stream",
-        )
     if data.get("logprobs") not in (False, None):
         raise bad("'logprobs' is not supported", "logprobs")
     fmt = data.get("response_format")
@@ -301,6 +306,32 @@ def _unsupported(data: dict[str, Any]) -> None:
             '\'response_format\' other than {"type": "text"} is not supported',
             "response_format",
         )
+
+
+def _streaming(data: dict[str, Any]) -> tuple[bool, bool]:
+    """``stream`` and ``stream_options.include_usage``, checked."""
+    stream = data.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise bad(f"'stream' must be true or false, got {_shown(stream)}", "stream")
+    options = data.get("stream_options")
+    if options is None:
+        return bool(stream), False
+    if not stream:
+        raise bad("'stream_options' is only allowed with 'stream': true", "stream_options")
+    if not isinstance(options, dict):
+        raise bad("'stream_options' must be an object", "stream_options")
+    unknown = sorted(k for k in options if k != "include_usage")
+    if unknown:
+        raise bad(
+            f"'stream_options.{unknown[0]}' is not supported (only include_usage)",
+            f"stream_options.{unknown[0]}",
+        )
+    usage = options.get("include_usage", False)
+    if not isinstance(usage, bool):
+        raise bad(
+            "'stream_options.include_usage' must be true or false", "stream_options.include_usage"
+        )
+    return True, usage
 
 
 def parse_request(data: dict[str, Any], models: tuple[str, ...]) -> CompletionRequest:
@@ -317,6 +348,7 @@ def parse_request(data: dict[str, Any], models: tuple[str, ...]) -> CompletionRe
             code="model_not_found",
         )
     _unsupported(data)
+    stream, include_usage = _streaming(data)
     raw = data.get("messages")
     if not isinstance(raw, list) or not raw:
         raise bad("'messages' must be a non-empty list", "messages")
@@ -338,7 +370,7 @@ def parse_request(data: dict[str, Any], models: tuple[str, ...]) -> CompletionRe
         tools=offered,
         meta=meta,
     )
-    return CompletionRequest(model=model, task=task)
+    return CompletionRequest(model=model, task=task, stream=stream, include_usage=include_usage)
 
 
 class BadOutput(ValueError):
@@ -397,7 +429,7 @@ def response_body(
     else:
         message["content"] = json.dumps(output, ensure_ascii=False, default=str)
     return {
-        "id": f"chatcmpl-{request_id}",
+        "id": completion_id(request_id),
         "object": OBJECT_CHAT,
         "created": int(time.time()) if created is None else created,
         "model": request.model,
@@ -409,6 +441,77 @@ def response_body(
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
+
+
+def completion_id(request_id: int) -> str:
+    return f"chatcmpl-{request_id}"
+
+
+def _chunk(
+    head: dict[str, Any], choices: list[dict[str, Any]], *, include_usage: bool
+) -> dict[str, Any]:
+    chunk = {
+        "id": head["id"],
+        "object": OBJECT_CHUNK,
+        "created": head["created"],
+        "model": head["model"],
+        "system_fingerprint": head["system_fingerprint"],
+        "choices": choices,
+    }
+    if include_usage:
+        chunk["usage"] = None  # every chunk but the last, as OpenAI sends them
+    return chunk
+
+
+def _delta(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+
+
+def stream_head(
+    request: CompletionRequest, request_id: int, version: str, created: int
+) -> dict[str, Any]:
+    """The first chunk: the assistant's role, sent once the harness run has started."""
+    head = {
+        "id": completion_id(request_id),
+        "created": created,
+        "model": request.model,
+        "system_fingerprint": version,
+    }
+    return _chunk(
+        head, [_delta({"role": "assistant", "content": ""})], include_usage=request.include_usage
+    )
+
+
+def stream_rest(body: dict[str, Any], *, include_usage: bool) -> list[dict[str, Any]]:
+    """The chunks after :func:`stream_head` for a whole response ``body``
+    (:func:`response_body`): what a client that joins the deltas makes into that body."""
+    message = body["choices"][0]["message"]
+    deltas: list[dict[str, Any]] = []
+    if message.get("content"):
+        deltas.append({"content": message["content"]})
+    for i, call in enumerate(message.get("tool_calls") or []):
+        function = call["function"]
+        deltas.append(
+            {
+                "tool_calls": [
+                    {
+                        "index": i,
+                        "id": call["id"],
+                        "type": call["type"],
+                        "function": {"name": function["name"], "arguments": ""},
+                    }
+                ]
+            }
+        )
+        deltas.append(
+            {"tool_calls": [{"index": i, "function": {"arguments": function["arguments"]}}]}
+        )
+    finish = body["choices"][0]["finish_reason"]
+    chunks = [_chunk(body, [_delta(d)], include_usage=include_usage) for d in deltas]
+    chunks.append(_chunk(body, [_delta({}, finish)], include_usage=include_usage))
+    if include_usage:
+        chunks.append(_chunk(body, [], include_usage=False) | {"usage": body["usage"]})
+    return chunks
 
 
 def models_body(models: tuple[str, ...], created: int) -> dict[str, Any]:

@@ -185,6 +185,16 @@ def finished_runs(store: Store) -> list[FinishedRun]:
     ]
 
 
+def tasks_run_by_split(store: Store) -> dict[str, int]:
+    """Tasks run by the evaluations that ended with a report, by split (the metrics' held-out
+    tasks run; a candidate's and its parent's runs of one task count twice)."""
+    rows = store.query(
+        "SELECT split, SUM(json_array_length(report, '$.tasks')) AS n FROM evaluations "
+        "WHERE report IS NOT NULL GROUP BY split ORDER BY split"
+    )
+    return {str(r["split"]): int(r["n"] or 0) for r in rows}
+
+
 def candidates_run_on(store: Store, split: str) -> set[int]:
     """Ids of the candidates with any evaluation on ``split`` (just the ids: for the
     proposer, whether a candidate reached the held-out stage is all it may learn of it)."""

@@ -38,7 +38,8 @@ from daemon.evaluation.executor import Executor, ExecutorType, LocalExecutor, op
 from daemon.evaluation.health import CLUSTER, ENGINE, Health
 from daemon.events import Emit
 from daemon.gateway.budget import BudgetGuard
-from daemon.gateway.metering import MeteredModel
+from daemon.gateway.ledger import Charge
+from daemon.gateway.metering import CallObserver, MeteredModel
 from daemon.providers import make_provider
 from daemon.providers.base import Provider
 from daemon.store import Store
@@ -100,6 +101,8 @@ class Runtime:
     _providers: list[Provider] = field(default_factory=list)
     # Evaluations under way: run id -> the token budgets of the policy it runs under.
     _run_budgets: dict[str, BudgetPolicy] = field(default_factory=dict)
+    # Told of every answered model call (the daemon's metrics), whenever it is set.
+    on_model_call: CallObserver | None = None
 
     def __post_init__(self) -> None:
         self.guard = BudgetGuard(
@@ -133,6 +136,10 @@ class Runtime:
             )
         if not await self.engine.image_exists(self.image):
             self.image = await resolve_image(self.engine, self.loaded, self.emit)
+
+    def _model_call(self, charge: Charge, seconds: float) -> None:
+        if self.on_model_call is not None:
+            self.on_model_call(charge, seconds)
 
     def calls_in_flight(self) -> dict[str, dict[str, int]]:
         """Model calls under way right now, per model string, with what they spent so far."""
@@ -196,7 +203,9 @@ class Runtime:
                 await provider.aclose()
                 return model
             self._providers.append(provider)
-            model = self._models[ref] = MeteredModel(provider, self.store, self.guard)
+            model = self._models[ref] = MeteredModel(
+                provider, self.store, self.guard, self._model_call
+            )
         return model
 
     def suite(self, spec: str | None = None, *, policy: Policy | None = None) -> Suite:

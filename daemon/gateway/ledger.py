@@ -156,6 +156,14 @@ def totals_by_version(store: Store) -> dict[int, Spent]:
     return {int(r["k"]): Spent(int(r[1]), int(r[2]), int(r[3])) for r in rows}
 
 
+def totals_by_model_and_purpose(store: Store) -> dict[tuple[str, str], Spent]:
+    """Everything spent, by (model, purpose): what the metrics count."""
+    rows = store.query(
+        f"SELECT model, purpose, {_TOTAL} FROM ledger GROUP BY model, purpose ORDER BY 1, 2"
+    )
+    return {(str(r[0]), str(r[1])): Spent(int(r[2]), int(r[3]), int(r[4])) for r in rows}
+
+
 def totals_by_period(
     store: Store, period: Literal["hour", "day"], since: float = 0.0
 ) -> list[PeriodTotal]:

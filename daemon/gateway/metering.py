@@ -11,6 +11,8 @@ model, :class:`~daemon.providers.base.CallMeter`), else its reservation, as an e
 from __future__ import annotations
 
 import functools
+import time
+from collections.abc import Callable
 
 import anyio
 import anyio.to_thread
@@ -30,14 +32,24 @@ from daemon.providers.base import (
 )
 from daemon.store import Store
 
+# Told of every answered call: who paid for it and the provider's own seconds for it.
+CallObserver = Callable[[Charge, float], None]
+
 
 class MeteredModel:
     """A provider behind the budget guard and the ledger. Safe for many concurrent tasks."""
 
-    def __init__(self, provider: Provider, store: Store, guard: BudgetGuard) -> None:
+    def __init__(
+        self,
+        provider: Provider,
+        store: Store,
+        guard: BudgetGuard,
+        observe: CallObserver | None = None,
+    ) -> None:
         self._provider = provider
         self._store = store
         self._guard = guard
+        self._observe = observe
         # The meters of the calls under way (for ``status``: what the daemon waits on).
         self._under_way: dict[int, CallMeter] = {}
 
@@ -68,8 +80,11 @@ class MeteredModel:
                 request = request.model_copy(update={"max_tokens": grant.max_tokens})
             with metered_call() as meter:
                 self._under_way[id(meter)] = meter
+                began = time.monotonic()
                 try:
                     response = await self._provider.chat(request)
+                    if self._observe is not None:
+                        self._observe(charge, time.monotonic() - began)
                 except anyio.get_cancelled_exc_class():
                     # Abandoned (its task ended, the daemon stops): the provider has started
                     # and bills it. Charged what it counted, if it counts as it goes; else

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,6 +109,7 @@ class Pipeline:
         self.lineage = lineage
         self.activity = activity
         self.current: int | None = None  # the candidate under evaluation
+        self._began = 0.0  # when its evaluation began (time.monotonic)
 
     # ---- baselines -----------------------------------------------------------------------
 
@@ -153,6 +155,7 @@ class Pipeline:
         subject = Subject(
             self.lineage.path(version), version.name, version_id=version.id, version=version.name
         )
+        began = time.monotonic()
         report = await evaluate(
             self.rt,
             subject,
@@ -172,6 +175,7 @@ class Pipeline:
             version=version.name,
             split=split,
             model=model,
+            evaluation_s=round(time.monotonic() - began, 3),
         )
         return report
 
@@ -197,7 +201,7 @@ class Pipeline:
         """Evaluate a recorded candidate under one policy snapshot; promote it if every gate
         passes."""
         snapshot = self.rt.snapshot()
-        self.current = candidate_id
+        self.current, self._began = candidate_id, time.monotonic()
         cand = await anyio.to_thread.run_sync(self.lineage.candidate, candidate_id)
         parent = await anyio.to_thread.run_sync(self.lineage.get, cand.parent_version_id)
         tree = await anyio.to_thread.run_sync(
@@ -223,6 +227,14 @@ class Pipeline:
                 )
             self.current = None
             self.activity("")
+
+    def _timing(self, cid: int) -> dict[str, float]:
+        """The verdict event's ``evaluation_s`` (the metrics' evaluation latency): from the
+        start of the candidate's evaluation to its verdict; none for a decision made outside
+        it (a person's approval)."""
+        if self.current != cid:
+            return {}
+        return {"evaluation_s": round(time.monotonic() - self._began, 3)}
 
     async def _interrupted(self, cid: int, reason: str, outage: Unavailable | None) -> None:
         def mark() -> str | None:
@@ -278,6 +290,7 @@ class Pipeline:
             version=version.name,
             gates=verdict.deciding(),
             decided_by=by.value,
+            **self._timing(cid),
         )
         return version
 
@@ -292,6 +305,7 @@ class Pipeline:
             f"'harnessctl approve c{cid}' or 'harnessctl reject c{cid} --reason ...'",
             candidate=cid,
             gates=verdict.deciding(),
+            **self._timing(cid),
         )
 
     async def _conclude(
@@ -327,6 +341,7 @@ class Pipeline:
             stage=verdict.stage,
             failed=verdict.failed,
             gates=verdict.deciding(),
+            **self._timing(cid),
         )
 
 

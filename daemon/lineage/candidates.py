@@ -163,6 +163,14 @@ def counts_by_parent(store: Store) -> dict[int, dict[str, int]]:
     return counts
 
 
+def counts_by_state_and_stage(store: Store) -> dict[tuple[str, str], int]:
+    """``{(state, stage): number of candidates}``: where each candidate is, or was decided."""
+    rows = store.query(
+        "SELECT state, stage, COUNT(*) AS n FROM candidates GROUP BY state, stage ORDER BY 1, 2"
+    )
+    return {(str(r["state"]), str(r["stage"])): int(r["n"]) for r in rows}
+
+
 def mark_accepted(
     conn: sqlite3.Connection,
     candidate_id: int,

@@ -176,6 +176,11 @@ class Lineage:
         parent_id = parent.id if isinstance(parent, Version) else parent
         return list_candidates(self.store, state, parent_id, limit)
 
+    def candidate_counts(self) -> dict[tuple[str, str], int]:
+        """How many candidates are in each (state, stage): the verdicts and where the rest
+        are."""
+        return candidates.counts_by_state_and_stage(self.store)
+
     def history(self) -> list[PointerChange]:
         """Every switch of the live version, oldest first (seed, promotions, rollbacks)."""
         return versions.history(self.store)

@@ -11,7 +11,9 @@ with the version that served it.
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,10 +41,26 @@ class Served:
     last_reply: ChatResponse | None
 
 
+@dataclass(frozen=True)
+class Started:
+    """A request has begun on a version: its ``requests`` row and the version's name."""
+
+    request: int
+    version: str
+
+
+OnStart = Callable[[Started], None]
+# Told of every request that ended: its kind (ask, run, chat), how it ended ("done";
+# "error": the run failed or could not be made; "interrupted": its caller went away or
+# harnessd stopped) and its wall seconds.
+OnServed = Callable[[str, str, float], None]
+
+
 class LiveHarness:
-    def __init__(self, rt: Runtime, lineage: Lineage) -> None:
+    def __init__(self, rt: Runtime, lineage: Lineage, on_served: OnServed | None = None) -> None:
         self.rt = rt
         self.lineage = lineage
+        self.on_served = on_served
         self.accepting = True
         self.in_flight = 0
         self.served = 0
@@ -61,36 +79,55 @@ class LiveHarness:
     async def serve(self, kind: str, task: Task, suite: Suite | None) -> dict[str, Any]:
         return (await self.serve_task(kind, task, suite)).answer
 
-    async def serve_task(self, kind: str, task: Task, suite: Suite | None) -> Served:
+    async def serve_task(
+        self, kind: str, task: Task, suite: Suite | None, on_start: OnStart | None = None
+    ) -> Served:
         """Serve ``task`` on the version live now; cancelling the caller (a client that went
-        away) cancels the run, its model calls charged what the provider counted."""
+        away) cancels the run, its model calls charged what the provider counted.
+        ``on_start`` is told the request and its version once the run has begun (a refusal
+        before that raises without calling it)."""
         if not self.accepting:
             raise NotAccepting("harnessd is stopping; not taking requests")
         model = self.rt.policy.get().models.primary
         self.rt.health.check((ENGINE, model))  # an outage: refuse now, with its reason
         self.in_flight += 1
         self._idle = anyio.Event() if self.in_flight == 1 else self._idle
+        began, state = time.monotonic(), "interrupted"
         try:
             with anyio.CancelScope() as scope:
                 self._scopes.add(scope)
-                return await self._serve(kind, task, suite, model)
+                served = await self._serve(kind, task, suite, model, on_start)
+                state = "done" if served.answer.get("error") is None else "error"
+                return served
             raise NotAccepting(
                 "harnessd stopped before this request finished (it waits only briefly for "
                 "requests in flight); send it again once harnessd is back"
             )
         except Unavailable as exc:
+            state = "error"
             await self.rt.health.report(exc)
+            raise
+        except NotAccepting:  # cancelled by a stop: state stays "interrupted"
+            raise
+        except Exception:
+            state = "error"
             raise
         finally:
             self._scopes.discard(scope)
             self.in_flight -= 1
             if self.in_flight == 0:
                 self._idle.set()
+            if self.on_served is not None:
+                self.on_served(kind, state, time.monotonic() - began)
 
-    async def _serve(self, kind: str, task: Task, suite: Suite | None, model: str) -> Served:
+    async def _serve(
+        self, kind: str, task: Task, suite: Suite | None, model: str, on_start: OnStart | None
+    ) -> Served:
         # The version is read once, here: the whole run uses its tree, whatever is promoted
         # meanwhile.
         request_id, version = await anyio.to_thread.run_sync(self._start, kind, task)
+        if on_start is not None:
+            on_start(Started(request_id, version.name))
         subject = Subject(
             self.lineage.path(version), "live", version_id=version.id, version=version.name
         )
@@ -152,10 +189,10 @@ class LiveHarness:
         suite, task = await anyio.to_thread.run_sync(find)
         return await self.serve("run", task, suite)
 
-    async def chat(self, task: Task) -> Served:
+    async def chat(self, task: Task, on_start: OnStart | None = None) -> Served:
         """A conversation from the OpenAI-compatible endpoint (a ``function_call`` or
         ``answer`` task), recorded as kind ``chat``."""
-        return await self.serve_task("chat", task, None)
+        return await self.serve_task("chat", task, None, on_start)
 
     async def drain(self, grace_s: float, cancel_s: float = 10.0) -> int:
         """Stop taking requests and give those in flight ``grace_s`` to finish; cancel the

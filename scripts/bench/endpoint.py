@@ -1,23 +1,34 @@
 #!/usr/bin/env python3
-"""What the OpenAI-compatible endpoint costs over ``harnessctl ask`` and over a bare
-provider call, on the embedded model, as ratios within one run.
+"""What the OpenAI-compatible endpoint costs over ``harnessctl ask``, and both over the
+model call they make, on ONE model instance (the daemon's), as ratios within one run.
 
-A real ``harnessd serve`` (loop off, endpoint on, the default policy: the seed on
-``local:smollm2-135m``) answers the same questions three ways, interleaved round by round
-in a rotating order:
+A real ``harnessd serve`` (loop off, endpoint and ``[metrics]`` on, the default policy: the
+seed on ``local:smollm2-135m``) answers the same questions two ways, round by round, the
+paths' order rotating each round and no request right after one with the same prompt
+(llama.cpp would reuse that prompt's cache, favouring whichever path came second):
 
-* ``bare``: the provider alone, in this process: ``provider.chat`` with the request the
-  seed makes for a question (one user message, ``max_tokens`` 512);
 * ``ask``: the control socket's ``ask`` verb, what ``harnessctl ask`` sends (a fresh
-  sandbox, the seed, the gateway, the ledger);
+  sandbox, the seed, the gateway, the ledger), without the ``harnessctl`` process start;
 * ``endpoint``: the ``openai`` SDK's ``chat.completions.create`` to the endpoint (HTTP,
   auth, translation, then the same live-harness path as ``ask``).
 
-The model is deterministic (temperature 0, fixed seed), so each question costs the model
-the same on every path; what differs is the daemon's own work. Prints ``uptime``'s load
-before and after, the median wall per path and the ratios.
+The third figure, ``model``, is the direct call of the same provider: for every one of
+those requests, the daemon's own provider call, timed by its gateway around
+``provider.chat`` and read from its metrics (``harnessd_model_call_seconds`` with purpose
+``solve``, scraped before and after each request, outside the timing). It is the same
+model instance answering the same request with the same tokens, with no harness, sandbox,
+control socket or HTTP around it. A bare call made from this process would need a model
+instance of its own (the earlier version of this benchmark did that, and so compared two
+models, not the endpoint's cost); a daemon verb that calls the model bare would exist only
+for the benchmark.
 
-Usage: .venv/bin/python scripts/bench/endpoint.py [--rounds 5]
+The model is deterministic (temperature 0, fixed seed), so each question costs the model
+the same on both paths; what differs is the daemon's own work. Prints the load average and
+the CPU time stolen by the hypervisor before and after (both slow the model as much as the
+daemon; the figures mean little above a load of 1.5 on two cores), the medians per path,
+and the ratios: by medians, best against best, and paired per request.
+
+Usage: .venv/bin/python scripts/bench/endpoint.py [--rounds 6]
 """
 
 from __future__ import annotations
@@ -29,30 +40,34 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import anyio
-import anyio.to_thread
+import httpx2
 import openai
-from common import ROOT, asset_cache, machine, median
+from common import ROOT, asset_cache, cpu_times, load_average, machine, median, steal_percent
+from prometheus_client.parser import text_string_to_metric_families
 
-from daemon.config.policy import RetryPolicy
-from daemon.config.settings import load_settings
 from daemon.control.client import ControlClient
-from daemon.providers import make_provider
-from daemon.providers.base import ChatRequest, Message
 
 QUESTIONS = [
     "What is 2 + 3? Answer with the number only.",
     "Name the capital of France in one word.",
     "Is water wet? Answer yes or no.",
 ]
+MODEL = "local:smollm2-135m"
 
 
-def uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+@dataclass
+class Timed:
+    """One request: its wall seconds, the daemon's provider seconds within it, its calls
+    and the completion tokens it reported."""
+
+    wall: float
+    model: float
+    calls: int
+    tokens: int
 
 
 def _start(root: Path) -> tuple[subprocess.Popen[bytes], Path]:
@@ -63,7 +78,8 @@ def _start(root: Path) -> tuple[subprocess.Popen[bytes], Path]:
     config.write_text(
         f'state_dir = "{state}"\ncache_dir = "{asset_cache()}"\npolicy = "{policy}"\n'
         f'harnesses_dir = "{root / "harnesses"}"\nseed = "{ROOT / "seeds" / "minimal"}"\n'
-        'log_format = "json"\n\n[endpoint]\nenabled = true\nport = 0\n'
+        'log_format = "json"\n\n[endpoint]\nenabled = true\nport = 0\n\n'
+        "[metrics]\nenabled = true\nport = 0\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESSD_")}
     with (root / "daemon.log").open("wb") as log:
@@ -81,113 +97,150 @@ def _start(root: Path) -> tuple[subprocess.Popen[bytes], Path]:
         try:
             with ControlClient(state / "control.sock", timeout=10) as c:
                 c.call("status")
-            return proc, config
+            return proc, state
         except Exception:
             time.sleep(0.3)
     proc.kill()
     sys.exit("harnessd did not come up")
 
 
-async def _timed(fn: Callable[[str], Awaitable[Any]], q: str) -> float:
-    start = time.perf_counter()
-    await fn(q)
-    return time.perf_counter() - start
+class ModelClock:
+    """The daemon's provider seconds and calls so far (its metrics)."""
+
+    def __init__(self, url: str) -> None:
+        self.http = httpx2.Client(base_url=url, timeout=60)
+
+    def read(self) -> tuple[float, int]:
+        text = self.http.get("/metrics").raise_for_status().text
+        found = {"sum": 0.0, "count": 0.0}
+        for family in text_string_to_metric_families(text):
+            if family.name != "harnessd_model_call_seconds":
+                continue
+            for s in family.samples:
+                if s.labels.get("model") == MODEL and s.labels.get("purpose") == "solve":
+                    for key in found:
+                        if s.name.endswith("_" + key):
+                            found[key] = s.value
+        return found["sum"], int(found["count"])
+
+    def timed(self, request: Callable[[str], int], question: str) -> Timed:
+        model_before, calls_before = self.read()
+        start = time.perf_counter()
+        tokens = request(question)
+        wall = time.perf_counter() - start
+        model_after, calls_after = self.read()
+        return Timed(wall, model_after - model_before, calls_after - calls_before, tokens)
 
 
-async def main(args: argparse.Namespace) -> None:
+def _spread(values: list[float]) -> str:
+    v = sorted(values)
+    return f"min {v[0]:.3f} s, quartiles {v[len(v) // 4]:.3f}-{v[(3 * len(v)) // 4]:.3f} s"
+
+
+def main(args: argparse.Namespace) -> None:
     print(f"machine: {machine()}")
-    print(f"uptime before: {uptime()}")
+    print(f"load before: {load_average()}", flush=True)
+    cpu_before = cpu_times()
     with tempfile.TemporaryDirectory(prefix="harnessd-bench-") as tmp:
-        root = Path(tmp)
-        proc, config = _start(root)
+        proc, state = _start(Path(tmp))
         try:
-            loaded = load_settings(config)
-            socket = loaded.state_dir / "control.sock"
-            with ControlClient(socket, timeout=600) as c:
-                url = c.call("status")["endpoint"]["url"]
-            token = (loaded.state_dir / "endpoint.token").read_text().strip()
-            client = openai.OpenAI(base_url=url, api_key=token, max_retries=0, timeout=600)
-            provider = make_provider("local:smollm2-135m", loaded, RetryPolicy())
+            with ControlClient(state / "control.sock", timeout=600) as c:
+                status = c.call("status")
+            token = (state / "endpoint.token").read_text().strip()
+            client = openai.OpenAI(
+                base_url=status["endpoint"]["url"], api_key=token, max_retries=0, timeout=600
+            )
+            clock = ModelClock(status["metrics"]["url"])
 
-            tokens: dict[str, list[int]] = {"bare": [], "ask": [], "endpoint": []}
-
-            async def bare(q: str) -> None:
-                request = ChatRequest(messages=[Message(role="user", content=q)], max_tokens=512)
-                response = await provider.chat(request)
-                tokens["bare"].append(response.usage.completion_tokens)
-
-            def ask_blocking(q: str) -> None:
-                with ControlClient(socket, timeout=600) as c:
+            def ask(q: str) -> int:
+                with ControlClient(state / "control.sock", timeout=600) as c:
                     answer = c.call("ask", text=q)
                 assert answer["error"] is None, answer
-                tokens["ask"].append(int(answer["completion_tokens"]))
+                return int(answer["completion_tokens"])
 
-            async def ask(q: str) -> None:
-                await anyio.to_thread.run_sync(ask_blocking, q)
-
-            def endpoint_blocking(q: str) -> None:
+            def endpoint(q: str) -> int:
                 completion = client.chat.completions.create(
                     model="harnessd", messages=[{"role": "user", "content": q}]
                 )
                 assert completion.choices[0].message.content is not None
                 assert completion.usage is not None
-                tokens["endpoint"].append(completion.usage.completion_tokens)
+                return completion.usage.completion_tokens
 
-            async def endpoint(q: str) -> None:
-                await anyio.to_thread.run_sync(endpoint_blocking, q)
-
-            paths = {"bare": bare, "ask": ask, "endpoint": endpoint}
+            paths = {"ask": ask, "endpoint": endpoint}
             for fn in paths.values():  # warm: the model loaded, the image cached
-                await fn("warm up")
-            walls: dict[str, list[float]] = {name: [] for name in paths}
+                fn("warm up")
+            runs: dict[str, list[Timed]] = {name: [] for name in paths}
             order = list(paths)
             for r in range(args.rounds):
-                for q in QUESTIONS:
-                    for name in order:
-                        walls[name].append(await _timed(paths[name], q))
-                order = order[1:] + order[:1]  # rotate: no path always first after a pause
+                # Each path asks every question in turn, so no request follows one with the
+                # same prompt: llama.cpp reuses the cached prefix of the prompt before, and
+                # a repeat would be answered faster on whichever path came second. The
+                # order of the paths rotates each round (an even number of rounds: each
+                # goes first as often).
+                for name in order:
+                    for q in QUESTIONS:
+                        runs[name].append(clock.timed(paths[name], q))
+                order = order[1:] + order[:1]
                 print(f"  round {r + 1}/{args.rounds} done", flush=True)
             client.close()
-            await provider.aclose()
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)
-    print(f"uptime after:  {uptime()}")
-    # The model's own work per path (the warm-up included): equal when the paths are fair.
-    print("completion tokens per path (total):", {k: sum(v) for k, v in tokens.items()})
-    n = len(walls["bare"])
+    print(f"load after: {load_average()}")
+    print(f"CPU steal over the run: {steal_percent(cpu_before, cpu_times())}")
+    calls = {name: sum(t.calls for t in v) for name, v in runs.items()}
+    tokens = {name: sum(t.tokens for t in v) for name, v in runs.items()}
+    print(f"model calls per path: {calls}; completion tokens per path: {tokens}")
+    walls = {name: [t.wall for t in v] for name, v in runs.items()}
+    walls["model"] = [t.model for v in runs.values() for t in v]
     med = {name: median(v) for name, v in walls.items()}
+    n = len(runs["ask"])
     print(f"{n} requests per path ({args.rounds} rounds x {len(QUESTIONS)} questions), medians:")
-    for name in paths:
-        v = sorted(walls[name])
-        q1, q3 = v[len(v) // 4], v[(3 * len(v)) // 4]
+    for name, values in walls.items():
         print(
-            f"  {name:<9} median {med[name]:7.3f} s  {med[name] / med['bare']:5.2f}x bare"
-            f"   (min {v[0]:.3f} s, quartiles {q1:.3f}-{q3:.3f} s)"
+            f"  {name:<9} median {med[name]:7.3f} s  {med[name] / med['model']:5.2f}x model"
+            f"   ({_spread(values)})"
         )
+    print(
+        f"endpoint / ask: {med['endpoint'] / med['ask']:.3f}x "
+        f"({(med['endpoint'] - med['ask']) * 1000:+.0f} ms); "
+        f"endpoint / model: {med['endpoint'] / med['model']:.2f}x; "
+        f"ask / model: {med['ask'] / med['model']:.2f}x"
+    )
     low = {name: min(v) for name, v in walls.items()}
     print(
         "best of each (least disturbed by other load): "
         f"endpoint / ask {low['endpoint'] / low['ask']:.3f}x, "
-        f"endpoint / bare {low['endpoint'] / low['bare']:.2f}x, "
-        f"ask / bare {low['ask'] / low['bare']:.2f}x"
+        f"endpoint / model {low['endpoint'] / low['model']:.2f}x, "
+        f"ask / model {low['ask'] / low['model']:.2f}x"
     )
-    print(
-        f"endpoint / ask: {med['endpoint'] / med['ask']:.3f}x "
-        f"(+{(med['endpoint'] - med['ask']) * 1000:.0f} ms); "
-        f"endpoint / bare: {med['endpoint'] / med['bare']:.2f}x; "
-        f"ask / bare: {med['ask'] / med['bare']:.2f}x"
-    )
-    # Paired per request (the same question in the same round), which cancels most of a
-    # shared machine's drift between rounds.
-    paired = sorted(e / a for e, a in zip(walls["endpoint"], walls["ask"], strict=True))
+    # Paired per request: endpoint against ask on the same question in the same round, and
+    # each request beyond its own model call.
+    paired = sorted(e.wall / a.wall for e, a in zip(runs["endpoint"], runs["ask"], strict=True))
     print(
         f"endpoint / ask per request: median {median(paired):.3f}x, "
         f"range {paired[0]:.2f}x-{paired[-1]:.2f}x"
+    )
+    for name, v in runs.items():
+        own = [t.wall - t.model for t in v]
+        print(
+            f"{name} beyond its own model call: median {median(own) * 1000:.0f} ms "
+            f"({_spread(own)}); its model calls: median {median([t.model for t in v]):.3f} s"
+        )
+    # What the endpoint adds over ask, free of the model's own variation: each request's
+    # time beyond its model call, paired by question and round.
+    extra = sorted(
+        (e.wall - e.model) - (a.wall - a.model)
+        for e, a in zip(runs["endpoint"], runs["ask"], strict=True)
+    )
+    print(
+        "endpoint beyond ask, each beyond its own model call, paired: median "
+        f"{median(extra) * 1000:+.0f} ms (range {extra[0] * 1000:+.0f} to "
+        f"{extra[-1] * 1000:+.0f} ms)"
     )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    anyio.run(main, parser.parse_args())
+    parser.add_argument("--rounds", type=int, default=6, help="an even number")
+    main(parser.parse_args())

@@ -4,6 +4,7 @@ and the table views read in a real 80-column terminal."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from tests.control.terminal import in_terminal, misfits, table_rows
 from tests.daemon_process import RunningDaemon, ctl, start_daemon
 from tests.improve.patches import IMPROVE
 from tests.improve.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
+from tests.support.scrape import labelled, scrape
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -49,7 +51,8 @@ def test_every_verb_through_the_cli(tmp_path: Path, asset_cache: Path) -> None:
         .replace(f'panel = ["scripted:{solver}"]', "panel = []")
         .replace("max_cycles = 0", "max_cycles = 0\nenabled = false")
     ) + "\n[gates.review]\nenabled = true\n"
-    daemon = start_daemon(tmp_path, asset_cache, policy)
+    metrics = "\n[metrics]\nenabled = true\nport = 0\n"
+    daemon = start_daemon(tmp_path, asset_cache, policy, settings_text=metrics)
     patch = tmp_path / "improve.txt"
     patch.write_text(IMPROVE)
     broken = tmp_path / "broken.diff"
@@ -118,6 +121,8 @@ def test_every_verb_through_the_cli(tmp_path: Path, asset_cache: Path) -> None:
         assert r.returncode == 1 and "error (conflict)" in r.stderr
         assert "v0001" in json.loads(ctl(daemon, "--json", "status").stdout)["live"]["version"]
 
+        _the_scrape_shows_the_verdict_its_tokens_and_latency(daemon, candidate)
+
         assert json.loads(ctl(daemon, "--json", "pause").stdout) == {"paused": True}
         assert "paused" in ctl(daemon, "status").stdout
         assert json.loads(ctl(daemon, "--json", "resume").stdout) == {"paused": False}
@@ -142,3 +147,51 @@ def test_every_verb_through_the_cli(tmp_path: Path, asset_cache: Path) -> None:
     r = ctl(daemon, "status")
     assert r.returncode == 3
     assert r.stderr.strip().count("\n") == 0 and "start it with" in r.stderr
+
+
+def _the_scrape_shows_the_verdict_its_tokens_and_latency(
+    daemon: RunningDaemon, candidate: int
+) -> None:
+    """The metrics port of a daemon that rejected a patch at once, decided a candidate (held
+    for review, approved and promoted) and rolled back."""
+    url = json.loads(ctl(daemon, "--json", "status").stdout)["metrics"]["url"]
+    got = scrape(url)
+    states = {dict(k)["state"]: v for k, v in labelled(got, "harnessd_candidates").items()}
+    assert states == {"accepted": 1, "rejected": 1}, states
+    assert got["harnessd_promotions_total", ()] == 1
+    assert got["harnessd_rollbacks_total", ()] == 1
+    assert labelled(got, "harnessd_live_version_info") == {(("version", "v0001"),): 1}
+    # Its tokens: the ledger's, by model and purpose, to the token.
+    db = sqlite3.connect(daemon.state_dir / "state.db")
+    try:
+        ledger = {
+            (model, purpose, kind): tokens
+            for model, purpose, prompt, completion in db.execute(
+                "SELECT model, purpose, SUM(prompt_tokens), SUM(completion_tokens) FROM ledger "
+                "GROUP BY model, purpose"
+            )
+            for kind, tokens in (("prompt", prompt), ("completion", completion))
+        }
+        [(created,)] = db.execute("SELECT created FROM candidates WHERE id = ?", (candidate,))
+        [(decided,)] = db.execute("SELECT ts FROM events WHERE kind = 'candidate.awaiting_review'")
+    finally:
+        db.close()
+    tokens = {
+        (d["model"], d["purpose"], d["kind"]): v
+        for d, v in ((dict(k), v) for k, v in labelled(got, "harnessd_tokens_total").items())
+    }
+    assert tokens == ledger and sum(tokens.values()) > 0
+    # Its latency: one evaluation, from its start to its verdict (every gate passed: held
+    # for review), within the candidate's time from its proposal to that verdict. The
+    # person's approval later is no evaluation; the patch rejected at once was not timed.
+    verdict = (("verdict", "awaiting_review"),)
+    assert labelled(got, "harnessd_candidate_evaluation_seconds_count") == {verdict: 1}
+    seconds = got["harnessd_candidate_evaluation_seconds_sum", verdict]
+    assert 0 < seconds <= decided - created + 1
+    assert got["harnessd_evaluated_tasks_total", (("split", "heldout"),)] > 0
+    assert labelled(got, "harnessd_heldout_tests") == {(("state", "promoted"),): 1}
+    # The ask and run before this scrape, timed by kind.
+    for kind in ("ask", "run"):
+        done = (("kind", kind), ("outcome", "done"))
+        assert got["harnessd_request_seconds_count", done] >= 1, kind
+    assert got["harnessd_budget_tokens_left", (("window", "day"),)] > 0

@@ -86,6 +86,9 @@ def test_status_shows_an_outage_with_its_fix_and_the_calls_under_way() -> None:
     status["endpoint"] = {"url": "http://127.0.0.1:8642/v1", "unix_socket": "/s/ep.sock"}
     text = _shown("status", status)
     assert "OpenAI-compatible endpoint: http://127.0.0.1:8642/v1 and /s/ep.sock" in text
+    assert "metrics" not in text  # off: not mentioned
+    status["metrics"] = {"url": "http://127.0.0.1:8643"}
+    assert "metrics: http://127.0.0.1:8643/metrics" in _shown("status", status)
 
 
 def test_policy_show_reads_as_toml_and_the_small_verbs_say_what_happened() -> None:

@@ -1,6 +1,8 @@
 """The OpenAI-compatible endpoint of a real daemon on the embedded default model, with the
 real ``openai`` SDK as the client: chat, a tool-call round trip, auth, bad input, a client
-that goes away, the Unix socket, and labelling endpoint traffic."""
+that goes away, the Unix socket, the probes beside the API, and labelling endpoint traffic
+(the daemon: the ``endpoint`` fixture of tests/endpoint/conftest.py, shared with the other
+files here)."""
 
 from __future__ import annotations
 
@@ -17,35 +19,10 @@ import httpx2
 import openai
 import pytest
 
-from tests.endpoint.endpoint_daemon import Endpoint, start_endpoint
+from tests.endpoint.endpoint_daemon import MAX_BODY, WEATHER, Endpoint
+from tests.support.scrape import samples
 
 pytestmark = [pytest.mark.docker, pytest.mark.model, pytest.mark.slow]
-
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Get the current weather in a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string", "description": "The city"}},
-            "required": ["city"],
-        },
-    },
-}
-MAX_BODY = 65536
-
-
-@pytest.fixture(scope="module")
-def endpoint(tmp_path_factory: pytest.TempPathFactory, asset_cache: Path) -> Iterator[Endpoint]:
-    tmp = tmp_path_factory.mktemp("endpoint")
-    ep = start_endpoint(tmp, asset_cache, max_body_bytes=MAX_BODY)
-    try:
-        yield ep
-    finally:
-        assert ep.close() == 0, ep.daemon.log.read_text()[-3000:]
-        # The token was never written to the log.
-        assert ep.token not in ep.daemon.log.read_text()
 
 
 def _error(exc: openai.APIStatusError) -> dict[str, Any]:
@@ -219,10 +196,20 @@ def test_the_unix_socket_serves_the_same_api(endpoint: Endpoint) -> None:
         assert [m.id for m in client.models.list().data] == ["harnessd"]
 
 
-def _calls_under_way(endpoint: Endpoint) -> int:
-    with endpoint.daemon.client() as c:
-        calls = c.call("status")["model_calls"]
-    return sum(int(v["calls"]) for v in calls.values())
+def test_the_probes_beside_the_api(endpoint: Endpoint) -> None:
+    """Liveness and readiness without the token (a supervisor has none); the metrics only
+    with it, counting the endpoint's own requests."""
+    base = endpoint.url.removesuffix("/v1")
+    auth = {"authorization": f"Bearer {endpoint.token}"}
+    with httpx2.Client(base_url=base, timeout=60) as http:
+        assert http.get("/healthz").json() == {"status": "alive"}
+        ready = http.get("/readyz")
+        assert ready.status_code == 200 and ready.json() == {"status": "ready"}, ready.text
+        assert http.get("/metrics").status_code == 401
+        assert http.get("/v1/models", headers=auth).status_code == 200
+        got = samples(http.get("/metrics", headers=auth).text)
+    assert got["harnessd_endpoint_requests_total", (("route", "models"), ("status", "200"))] >= 1
+    assert got["harnessd_endpoint_requests_total", (("route", "metrics"), ("status", "401"))] >= 1
 
 
 @pytest.mark.anyio
@@ -242,28 +229,18 @@ async def test_a_client_that_goes_away_cancels_the_run_and_is_charged(
         tg.start_soon(ask)
         deadline = time.monotonic() + 180
         # Leave only once the model is generating for this request.
-        while await anyio.to_thread.run_sync(_calls_under_way, endpoint) == 0:
+        while await anyio.to_thread.run_sync(endpoint.calls_under_way) == 0:
             assert time.monotonic() < deadline, endpoint.daemon.log.read_text()[-3000:]
             await anyio.sleep(0.2)
         await anyio.sleep(1.0)
         tg.cancel_scope.cancel()  # the SDK's connection closes: the client went away
     await client.close()
 
-    deadline = time.monotonic() + 60
-    while True:
-        rows = endpoint.rows("SELECT id, state FROM requests WHERE id > ?", before)
-        if rows and rows[0][1] != "running" and _calls_under_way(endpoint) == 0:
-            break
-        assert time.monotonic() < deadline, (rows, endpoint.daemon.log.read_text()[-3000:])
-        await anyio.sleep(0.2)
-    [(request_id, state)] = rows
+    request_id, state = await anyio.to_thread.run_sync(endpoint.settled_after, before)
     assert state == "interrupted"
     # The cancelled model call was charged what the local model had counted (not an
     # estimate): the prompt it read and the tokens it wrote before it stopped.
-    charged = endpoint.rows(
-        "SELECT prompt_tokens, completion_tokens, estimated FROM ledger WHERE run_id=?",
-        f"live-{request_id}",
-    )
+    charged = endpoint.charged(request_id)
     assert charged, "the cancelled call was not charged"
     assert all(estimated == 0 for *_, estimated in charged)
     assert sum(p + c for p, c, _ in charged) > 0
@@ -282,7 +259,7 @@ def _readme_example() -> str:
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 
 
-def test_the_readme_example_runs_as_written(
+def test_the_readme_example_runs_to_an_answer_or_its_step_limit(
     endpoint: Endpoint, capsys: pytest.CaptureFixture[str]
 ) -> None:
     example = _readme_example()
@@ -294,5 +271,16 @@ def test_the_readme_example_runs_as_written(
     namespace: dict[str, Any] = {}
     exec(compile(code, "README.md", "exec"), namespace)
     namespace["client"].close()
-    printed = capsys.readouterr().out
-    assert "answered by v0001 request" in printed, printed
+    printed = capsys.readouterr().out.splitlines()
+    limit = namespace["MAX_STEPS"]
+    steps = [line for line in printed if line.startswith("step ")]
+    assert 1 <= len(steps) <= limit, printed
+    assert all("answered by v0001 request" in line for line in steps), printed
+    # It ends with the model's answer, or says it stopped at the limit: never more steps.
+    last = printed[-1]
+    assert last.startswith("answer: ") or (
+        len(steps) == limit and last.startswith(f"no answer in {limit} steps")
+    ), printed
+    # Each step after the first sent the tool results of the step before.
+    if len(steps) > 1:
+        assert any(m["role"] == "tool" for m in namespace["messages"])

@@ -8,20 +8,11 @@ from typing import Any
 import pytest
 
 from daemon.endpoint import wire
-from daemon.endpoint.wire import ApiError, BadOutput, parse_json, parse_request, response_body
+from daemon.endpoint.wire import ApiError, BadOutput, parse_json, parse_request
 from daemon.providers.base import ChatResponse, Message, ToolCall, ToolSpec, Usage
+from tests.endpoint.chunks import MODELS, WEATHER, sample_body
 
 pytestmark = pytest.mark.unit
-
-MODELS = ("harnessd",)
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-    },
-}
 
 
 def _request(**extra: Any) -> dict[str, Any]:
@@ -126,7 +117,6 @@ def test_tool_choice_none_offers_no_tools() -> None:
             "Unrecognized request argument",
         ),
         (_request(n=2), 400, "n", "must be 1"),
-        (_request(stream=True), 400, "stream", "streaming is not supported"),
         (_request(max_tokens=0), 400, "max_tokens", "integer from 1"),
         (_request(max_tokens="9"), 400, "max_tokens", "integer from 1"),
         (
@@ -191,16 +181,7 @@ def test_a_body_that_is_not_a_json_object_is_refused(raw: bytes) -> None:
 def _body(
     task_request: dict[str, Any], output: Any, last: ChatResponse | None = None
 ) -> dict[str, Any]:
-    return response_body(
-        request=parse_request(task_request, MODELS),
-        request_id=12,
-        output=output,
-        last_reply=last,
-        prompt_tokens=30,
-        completion_tokens=5,
-        version="v0002",
-        created=1,
-    )
+    return sample_body(task_request, output, last)
 
 
 def test_calls_become_tool_calls_with_unique_ids_and_usage_is_the_meterings() -> None:
