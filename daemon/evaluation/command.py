@@ -52,7 +52,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     loaded = load_settings(args.config)
-    policy_path = args.policy or loaded.policy_path
+    # --policy names another file than the configured one.
+    policy_path = loaded.policy_path if args.policy is None else args.policy
     policy = load_policy(policy_path)
     if args.suite:
         # One suite, named on the command line: a relative file: path is the caller's.
@@ -101,17 +102,20 @@ async def _evaluate(
         async with open_runtime(
             loaded, holder, store, instance=instance, executor=args.executor
         ) as rt:
+            # The one policy this evaluation runs under, read once.
+            policy = holder.get()
+            suite = await rt.load_suite(policy=policy)
             if args.split == "all":
-                ids = rt.suite().task_ids()
+                ids = suite.task_ids()
             else:
-                splits = rt.splits()
+                splits = await rt.load_splits(policy=policy)
                 ids = splits.dev if args.split == "dev" else splits.heldout
             if args.limit:
                 ids = ids[: args.limit]
             subject = Subject(harness_dir=harness, label=harness.name)
             show = sys.stderr.isatty() and not args.json
             with Progress(
-                TextColumn(f"{harness.name} {rt.suite().name} {args.split} {model}"),
+                TextColumn(f"{harness.name} {suite.name} {args.split} {model}"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
@@ -132,6 +136,7 @@ async def _evaluate(
                     model=model,
                     keep_transcripts=args.split == "dev",
                     on_result=tick,
+                    policy=policy,
                 )
     finally:
         store.close()

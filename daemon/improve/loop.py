@@ -1,7 +1,11 @@
 """The improvement loop: propose, record, evaluate, decide; again, within the budgets.
 
 Each cycle takes an external patch if one is queued (``harnessctl propose``), otherwise asks
-the proposer model for one. Both go through the same stages. The loop waits while paused,
+the proposer model for one. Both go through the same stages. One policy per candidate: a
+cycle reads the policy in force once, when it begins (a :class:`PolicySnapshot`), and the
+candidate it proposes is asked for, recorded (the static stage's limits) and evaluated under
+that snapshot alone; a person's patch keeps the snapshot of its submission, and a candidate
+that waits (behind a person's patch) keeps its own while it waits. The loop waits while paused,
 while the policy disables it, while a daemon-wide token window (hour, day, proposer) is
 spent, and while a dependency is down (:mod:`daemon.evaluation.health`), and says so in
 the event log each time it starts or stops waiting.
@@ -23,16 +27,17 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskStatus
 
+from daemon.config.policy import Policy
 from daemon.errors import BudgetExceeded, ProviderError, SandboxError, Unavailable, first_outage
 from daemon.evaluation import results
 from daemon.evaluation.coverage import read_sources
 from daemon.evaluation.health import describe
-from daemon.evaluation.runtime import Runtime
+from daemon.evaluation.runtime import PolicySnapshot, Runtime
 from daemon.gateway import ledger
 from daemon.gateway.ledger import Charge
 from daemon.gateway.metering import MeteredModel
 from daemon.improve import alpha_ledger, briefing, intake
-from daemon.improve.pipeline import Pipeline
+from daemon.improve.pipeline import Pipeline, policy_used
 from daemon.improve.power_report import current_row, next_candidate_line
 from daemon.improve.procedure import wanted_settings
 from daemon.improve.proposer import archive, edit_protocol
@@ -93,6 +98,8 @@ class LoopControl:
     queue: list[int] = field(default_factory=list)
     # The loop's own candidates that a person's patch overtook, waiting behind the queue.
     own: list[int] = field(default_factory=list)
+    # The policy each waiting candidate was recorded under: it is evaluated under the same.
+    recorded_under: dict[int, PolicySnapshot] = field(default_factory=dict)
     # The candidate under evaluation now (None: none).
     current: int | None = None
     wake: anyio.Event = field(default_factory=anyio.Event)
@@ -109,6 +116,20 @@ class LoopControl:
         order = self.waiting()
         return order.index(cid) + 1 if cid in order else None
 
+    def enqueue(self, cid: int, snapshot: PolicySnapshot, *, own: bool = False) -> None:
+        """``cid`` waits for the pipeline (a person's patch, or with ``own`` the loop's), to
+        be evaluated under ``snapshot``, the policy it was recorded under."""
+        (self.own if own else self.queue).append(cid)
+        self.recorded_under[cid] = snapshot
+
+    def next_waiting(self) -> tuple[int, PolicySnapshot] | None:
+        """The next candidate to evaluate, with its policy: people's patches first."""
+        line = self.queue or self.own
+        if not line:
+            return None
+        cid = line.pop(0)
+        return cid, self.recorded_under.pop(cid)
+
     def poke(self) -> None:
         self.wake.set()
         self.wake = anyio.Event()
@@ -119,8 +140,9 @@ class LoopControl:
 
 @dataclass(frozen=True)
 class Ask:
-    """One prompt to the proposer, sampled once or more."""
+    """One prompt to the proposer, sampled once or more, under one cycle's policy."""
 
+    snapshot: PolicySnapshot
     parent: Version  # the live version: what the candidate is tested against
     model: MeteredModel
     messages: list[Message]
@@ -204,7 +226,7 @@ class ImprovementLoop:
     def power_line(self) -> str:
         """One line: the next held-out candidate's alpha and the gain it can detect."""
         policy = self.rt.policy.get()
-        pool = self.rt.splits().heldout
+        pool = self.rt.splits(policy=policy).heldout
         settings = alpha_ledger.pinned(self.rt.store) or wanted_settings(policy, pool)
         budget = alpha_ledger.budget(settings, alpha_ledger.tests(self.rt.store))
         return next_candidate_line(current_row(policy, settings, budget), settings.alpha)
@@ -241,29 +263,35 @@ class ImprovementLoop:
         after that it stays interrupted. People's patches (``harnessctl propose``) go
         before the loop's own candidates.
         """
+        # This cycle's policy: a candidate proposed now is asked for, recorded and evaluated
+        # under it alone, whatever a reload says meanwhile.
+        snapshot = self.rt.snapshot()
         from_own = not self.control.queue and bool(self.control.own)
-        cid = self._next_waiting()
-        if cid is not None and from_own and await self._superseded(cid):
+        waiting = self.control.next_waiting()
+        if waiting is not None and from_own and await self._superseded(*waiting):
             return None
         try:
-            if cid is None:
-                cid = await self._proposal()
-                if cid is not None and self.control.queue:
+            if waiting is None:
+                cid = await self._proposal(snapshot)
+                if cid is None:
+                    return None
+                waiting = (cid, snapshot)
+                if self.control.queue:
                     # A person's patch arrived while the proposer was asked: it goes first,
                     # and takes the earlier (larger) share of alpha if it reaches held-out.
-                    own, cid = cid, self.control.queue.pop(0)
-                    self.control.own.append(own)
+                    self.control.enqueue(cid, snapshot, own=True)
+                    waiting = self.control.next_waiting()
+                    assert waiting is not None
                     await self.rt.emit(
                         "loop.queue",
-                        f"candidate c{cid} (harnessctl propose) is evaluated before the "
-                        f"loop's own c{own}",
-                        candidate=cid,
-                        behind=own,
+                        f"candidate c{waiting[0]} (harnessctl propose) is evaluated before the "
+                        f"loop's own c{cid}",
+                        candidate=waiting[0],
+                        behind=cid,
                     )
-            if cid is None:
-                return None
+            cid, policy = waiting
             self.control.current = cid
-            return await self._evaluate(cid)
+            return await self._evaluate(cid, policy)
         except SandboxError as exc:
             await self.rt.emit("loop.error", f"sandbox unavailable: {exc}", level="error")
             await anyio.sleep(10)
@@ -274,16 +302,12 @@ class ImprovementLoop:
             self.control.set_activity("")
         return None
 
-    def _next_waiting(self) -> int | None:
-        if self.control.queue:
-            return self.control.queue.pop(0)
-        return self.control.own.pop(0) if self.control.own else None
-
-    async def _superseded(self, cid: int) -> bool:
+    async def _superseded(self, cid: int, snapshot: PolicySnapshot) -> bool:
         """Whether ``cid``, one of the loop's own candidates that waited behind a person's
         patch, is to be tested against a version that is no longer live (that patch was
         promoted meanwhile): it could not be promoted, so it takes no slot and no alpha;
-        the proposer is asked again for the new live version."""
+        the proposer is asked again for the new live version. Its verdict names
+        ``snapshot``, the policy it was recorded under."""
 
         def check() -> str | None:
             cand = self.lineage.candidate(cid)
@@ -294,9 +318,8 @@ class ImprovementLoop:
                 f"not evaluated: its parent {self.lineage.get(cand.parent_version_id).name} is "
                 f"no longer live ({live.name} was promoted while it waited)"
             )
-            self.lineage.set_candidate(
-                cid, "rejected", "static", Verdict.of("static", [], reason=reason)
-            )
+            verdict = Verdict.of("static", [], reason=reason, policy=policy_used(snapshot))
+            self.lineage.set_candidate(cid, "rejected", "static", verdict)
             return reason
 
         reason = await anyio.to_thread.run_sync(check)
@@ -310,12 +333,13 @@ class ImprovementLoop:
         )
         return True
 
-    async def _proposal(self) -> int | None:
-        """A proposed candidate's id (None if the proposal went nowhere). Each attempt
-        counts as a cycle, except one an outage cut short: that one is asked again."""
+    async def _proposal(self, snapshot: PolicySnapshot) -> int | None:
+        """A candidate proposed under ``snapshot``: its id (None if the proposal went
+        nowhere). Each attempt counts as a cycle, except one an outage cut short: that one
+        is asked again."""
         while True:
             try:
-                cid = await self._propose()
+                cid = await self._propose(snapshot)
             except BaseException as exc:
                 outage = first_outage(exc)
                 if outage is None:
@@ -326,7 +350,7 @@ class ImprovementLoop:
                 return cid
             await self._wait_out(outage, "asking for a patch again")
 
-    async def _evaluate(self, cid: int) -> Verdict | None:
+    async def _evaluate(self, cid: int, snapshot: PolicySnapshot) -> Verdict | None:
         for attempt in range(1, MAX_REEVALUATIONS + 2):
             if attempt > 1:
                 await self.rt.emit(
@@ -337,7 +361,7 @@ class ImprovementLoop:
                     attempt=attempt,
                 )
             try:
-                return await self.pipeline.run(cid)
+                return await self.pipeline.run(cid, snapshot)
             except BaseException as exc:
                 outage = first_outage(exc)
                 if outage is None:
@@ -374,13 +398,15 @@ class ImprovementLoop:
         parsed: Proposal | ParseFailure | PatchRejected,
         raw: str,
         *,
+        snapshot: PolicySnapshot,
         source: CandidateSource,
         model: str | None,
         rationale: str = "",
         run_id: str = "",
         base: intake.Base | None = None,
     ) -> intake.Submitted:
-        policy = self.rt.policy.get()
+        """Record a proposal as a candidate; the static stage holds it to ``snapshot``'s
+        patch limits."""
 
         def record() -> intake.Submitted:
             self.tried.refresh()
@@ -391,7 +417,7 @@ class ImprovementLoop:
                 raw,
                 source=source,
                 proposer_model=model,
-                policy=policy.patch,
+                policy=snapshot.policy.patch,
                 work_dir=self.rt.work_dir,
                 rationale=rationale,
                 screen=lambda tree: self.tried.screen(parent, tree),
@@ -422,29 +448,32 @@ class ImprovementLoop:
 
     async def submit_external(self, text: str, rationale: str) -> intake.Submitted:
         """Record a person's (or another agent's) patch against the live version; if it
-        passes the static stage it joins the queue, ahead of the next proposal."""
+        passes the static stage it joins the queue, ahead of the next proposal, and is
+        evaluated under the policy in force now."""
+        snapshot = self.rt.snapshot()
         parent = await anyio.to_thread.run_sync(self.lineage.current)
         sub = await self._record(
             parent,
             parse_proposal(text),
             text,
+            snapshot=snapshot,
             source=CandidateSource.EXTERNAL,
             model=None,
             rationale=rationale,
         )
         if sub.accepted_for_evaluation:
-            self.control.queue.append(sub.candidate_id)
+            self.control.enqueue(sub.candidate_id, snapshot)
             self.control.poke()
         return sub
 
-    async def _propose(self) -> int | None:
+    async def _propose(self, snapshot: PolicySnapshot) -> int | None:
         """Sample up to ``[proposer] samples`` proposals from one prompt; each is recorded,
         and the first that passes the static stage (it applies, compiles and is no program
-        tried before) is the cycle's candidate."""
+        tried before) is the cycle's candidate. All under ``snapshot``."""
         scratch = self.rt.work_dir / f"bases-{uuid.uuid4().hex[:8]}"
         try:
-            ask = await self.prepare_proposal(scratch)
-            samples = self.rt.policy.get().proposer.samples
+            ask = await self.prepare_proposal(scratch, snapshot)
+            samples = snapshot.policy.proposer.samples
             for sample in range(1, samples + 1):
                 self.control.set_activity(
                     f"asking {ask.model.ref} for a patch to {ask.base_name} "
@@ -460,13 +489,14 @@ class ImprovementLoop:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(lambda: shutil.rmtree(scratch, ignore_errors=True))
 
-    async def prepare_proposal(self, scratch: Path) -> Ask:
+    async def prepare_proposal(self, scratch: Path, snapshot: PolicySnapshot) -> Ask:
         """The prompt for the chosen base (the live version or one of its candidates, by
-        ``[proposer] search``): its dev report, source, targets, and the archive. A base
-        candidate's tree is materialised under ``scratch`` (the caller removes it)."""
-        policy = self.rt.policy.get()
+        ``[proposer] search``): its dev report, source, targets, and the archive, all under
+        ``snapshot``. A base candidate's tree is materialised under ``scratch`` (the caller
+        removes it)."""
+        policy = snapshot.policy
         parent = await anyio.to_thread.run_sync(self.lineage.current)
-        dev = await self.pipeline.baseline(parent, "dev", policy.models.primary)
+        dev = await self.pipeline.baseline(parent, "dev", policy.models.primary, policy=policy)
         nodes, devs = await anyio.to_thread.run_sync(
             lambda: briefing.search_nodes(self.lineage, self.rt.store, parent, dev)
         )
@@ -512,7 +542,7 @@ class ImprovementLoop:
                 )
                 targets = without_constants(targets, inert)
             archive_text = await anyio.to_thread.run_sync(
-                self._archive, parent, policy.proposer.archive_tokens, False
+                self._archive, parent, policy, policy.proposer.archive_tokens, False
             )
             shown = targets
 
@@ -521,13 +551,15 @@ class ImprovementLoop:
 
             reserve = min(policy.proposer.max_tokens, edit_protocol.REPLY_TOKENS)
             messages = await fitted_prompt(model, reserve, compact, failures, archive_text)
-            return Ask(parent, model, messages, sources, targets, base)
+            return Ask(snapshot, parent, model, messages, sources, targets, base)
         # A capable model: whole transcripts first, then the archive with whole diffs in
         # what is left of [proposer] context_tokens (at least archive_tokens).
         budget = policy.proposer.context_tokens
         failed = failures_within(failures, budget)
         archive_budget = max(policy.proposer.archive_tokens, budget - tokens_of(failed))
-        archive_text = await anyio.to_thread.run_sync(self._archive, parent, archive_budget, True)
+        archive_text = await anyio.to_thread.run_sync(
+            self._archive, parent, policy, archive_budget, True
+        )
 
         def whole(chosen: list[FailedTask], archived: str) -> list[Message]:
             text = failed if len(chosen) == len(failures) else failures_within(chosen, budget)
@@ -535,12 +567,12 @@ class ImprovementLoop:
 
         reserve = policy.proposer.max_tokens
         messages = await fitted_prompt(model, reserve, whole, failures, archive_text)
-        return Ask(parent, model, messages, sources, targets, base)
+        return Ask(snapshot, parent, model, messages, sources, targets, base)
 
     async def sample(self, ask: Ask) -> intake.Submitted | None:
         """One proposal for ``ask``, with a fresh seed, recorded as a candidate (None: the
         proposer's budget refused it)."""
-        policy = self.rt.policy.get().proposer
+        policy = ask.snapshot.policy.proposer
         schema = None
         if ask.targets is not None:
             schema = await anyio.to_thread.run_sync(
@@ -572,6 +604,7 @@ class ImprovementLoop:
             ask.parent,
             parsed,
             text,
+            snapshot=ask.snapshot,
             source=CandidateSource.PROPOSER,
             model=ask.model.ref,
             run_id=run_id,
@@ -598,8 +631,7 @@ class ImprovementLoop:
         held = {t.candidate_id for t in alpha_ledger.tests(self.rt.store)}
         return held | results.candidates_run_on(self.rt.store, "heldout")
 
-    def _archive(self, live: Version, budget_tokens: int, full: bool) -> str:
-        policy = self.rt.policy.get()
+    def _archive(self, live: Version, policy: Policy, budget_tokens: int, full: bool) -> str:
         entries = briefing.archive_entries(
             self.lineage,
             self.rt.store,

@@ -16,10 +16,12 @@ candidate that passes every gate is held for a person instead of promoted
 (:mod:`daemon.improve.review`); an approval then goes through :meth:`Pipeline.promote`, the
 automatic promotion's own path.
 
-One policy per candidate: :meth:`Pipeline.run` takes a snapshot of the policy when the
-candidate's evaluation starts, and every threshold, limit and budget of its stages and
-verdict comes from it (the verdict records which policy that was), so an edit of the policy
-file mid-candidate applies from the next candidate on.
+One policy per candidate: :meth:`Pipeline.run` is handed the snapshot of the policy taken
+when the candidate's cycle began (before it was proposed, or when a person submitted it),
+and every threshold, limit and budget of its stages and verdict comes from it (the verdict
+records which policy that was), so an edit of the policy file mid-candidate applies from
+the next candidate on. Nothing here reads the live policy: every evaluation takes its
+policy as a required argument.
 """
 
 from __future__ import annotations
@@ -100,6 +102,11 @@ def changed_tasks(parent: EvalReport, candidate: EvalReport, noise: float) -> li
     ]
 
 
+def policy_used(snapshot: PolicySnapshot) -> PolicyUsed:
+    """How a verdict names the policy it was reached under."""
+    return PolicyUsed(path=str(snapshot.path), sha256=snapshot.sha256)
+
+
 class Pipeline:
     def __init__(
         self, rt: Runtime, lineage: Lineage, activity: Callable[[str], None] = lambda s: None
@@ -119,21 +126,20 @@ class Pipeline:
         task_ids: list[str] | None = None,
         *,
         suite_spec: str | None = None,
-        policy: Policy | None = None,
+        policy: Policy,
         fixed: frozenset[str] | None = None,
     ) -> EvalReport:
         """The version's full report on ``task_ids`` (default: the whole ``split``) with
         ``model``, computed at most once per set of conditions (``suite_spec``: another suite
         than the policy's, e.g. the security gate's), under ``policy`` (a candidate's
-        snapshot; default: the live policy, read once here)."""
-        chosen = policy or self.rt.policy.get()
-        ids = task_ids if task_ids is not None else await self.split_ids(split, suite_spec, chosen)
+        snapshot)."""
+        ids = task_ids if task_ids is not None else await self.split_ids(split, suite_spec, policy)
 
         def lookup() -> tuple[str, EvalReport | None]:
             conditions = run_conditions(
-                policy=chosen,
+                policy=policy,
                 image=self.rt.image,
-                suite=self.rt.suite(suite_spec, policy=chosen),
+                suite=self.rt.suite(suite_spec, policy=policy),
                 task_ids=ids,
                 model=model,
                 tree_hash=version.tree_hash,
@@ -162,7 +168,7 @@ class Pipeline:
             suite_spec=suite_spec,
             keep_transcripts=split == "dev",
             conditions=key,
-            policy=chosen,
+            policy=policy,
             fixed=fixed,
         )
         await self.rt.emit(
@@ -193,10 +199,9 @@ class Pipeline:
             "candidate.stage", f"candidate c{cid}: {stage}", candidate=cid, stage=stage
         )
 
-    async def run(self, candidate_id: int) -> Verdict:
-        """Evaluate a recorded candidate under one policy snapshot; promote it if every gate
-        passes."""
-        snapshot = self.rt.snapshot()
+    async def run(self, candidate_id: int, snapshot: PolicySnapshot) -> Verdict:
+        """Evaluate a recorded candidate under ``snapshot``, the policy its cycle began with;
+        promote it if every gate passes."""
         self.current = candidate_id
         cand = await anyio.to_thread.run_sync(self.lineage.candidate, candidate_id)
         parent = await anyio.to_thread.run_sync(self.lineage.get, cand.parent_version_id)
@@ -205,8 +210,7 @@ class Pipeline:
         )
         try:
             run = CandidateEvaluation(self, candidate_id, parent, tree, cand.patch, snapshot)
-            used = PolicyUsed(path=str(snapshot.path), sha256=snapshot.sha256)
-            verdict = await run_stages(STAGES, run, snapshot.policy, used)
+            verdict = await run_stages(STAGES, run, snapshot.policy, policy_used(snapshot))
             review = snapshot.policy.gates.review.enabled
             await self._conclude(candidate_id, tree, verdict, run.held, review=review)
             return verdict

@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from daemon.config.policy import Policy
 from daemon.errors import BadRequest, NotAccepting, Unavailable
 from daemon.evaluation.evaluator import Subject, run_one
 from daemon.evaluation.health import ENGINE
@@ -65,14 +66,17 @@ class LiveHarness:
         away) cancels the run, its model calls charged what the provider counted."""
         if not self.accepting:
             raise NotAccepting("harnessd is stopping; not taking requests")
-        model = self.rt.policy.get().models.primary
+        # The policy in force when the request arrives: its model and sandbox limits serve
+        # the whole request, whatever a reload says meanwhile.
+        policy = self.rt.policy.get()
+        model = policy.models.primary
         self.rt.health.check((ENGINE, model))  # an outage: refuse now, with its reason
         self.in_flight += 1
         self._idle = anyio.Event() if self.in_flight == 1 else self._idle
         try:
             with anyio.CancelScope() as scope:
                 self._scopes.add(scope)
-                return await self._serve(kind, task, suite, model)
+                return await self._serve(kind, task, suite, policy)
             raise NotAccepting(
                 "harnessd stopped before this request finished (it waits only briefly for "
                 "requests in flight); send it again once harnessd is back"
@@ -86,7 +90,7 @@ class LiveHarness:
             if self.in_flight == 0:
                 self._idle.set()
 
-    async def _serve(self, kind: str, task: Task, suite: Suite | None, model: str) -> Served:
+    async def _serve(self, kind: str, task: Task, suite: Suite | None, policy: Policy) -> Served:
         # The version is read once, here: the whole run uses its tree, whatever is promoted
         # meanwhile.
         request_id, version = await anyio.to_thread.run_sync(self._start, kind, task)
@@ -101,8 +105,9 @@ class LiveHarness:
                     subject,
                     suite,
                     task,
-                    model,
+                    policy.models.primary,
                     f"live-{request_id}",
+                    policy=policy,
                     exchanges=exchanges,
                 )
         except BaseException:
@@ -142,7 +147,7 @@ class LiveHarness:
         spec, sep, task_id = ref.rpartition(":")
         if not sep or not spec or not task_id:
             raise BadRequest(f"'{ref}': expected SUITE:ID, e.g. bfcl:simple:simple_python_3")
-        suite = self.rt.suite(spec)  # ConfigError for a bad suite spec
+        suite = self.rt.named_suite(spec)  # ConfigError for a bad suite spec
         task = suite.task(task_id)  # UnknownTask
         return await self.serve("run", task, suite)
 

@@ -49,7 +49,8 @@ async def test_a_policy_edit_mid_candidate_does_not_reach_its_verdict(
     # panel; the proposer is not asked here.
     text = proposer_policy(tmp_path, asset_cache, f"scripted:{tmp_path / 'solver.toml'}")
     async with runtime_factory(text) as rt:
-        original = rt.policy.get()
+        snapshot = rt.snapshot()
+        original = snapshot.policy
         path = rt.policy.path
         lineage = Lineage(rt.store, tmp_path / "harnesses")
         lineage.init_seed(SEED)
@@ -72,7 +73,7 @@ async def test_a_policy_edit_mid_candidate_does_not_reach_its_verdict(
                 rt.policy.current = load_policy(path)
                 edited.append(line)
 
-        verdict = await Pipeline(rt, lineage, activity).run(sub.candidate_id)
+        verdict = await Pipeline(rt, lineage, activity).run(sub.candidate_id, snapshot)
         strict = rt.policy.get()
     assert edited and strict != original and strict.budget.tokens_per_task == 1
     # Under the edited policy every model call would be refused and the token cap failed.
