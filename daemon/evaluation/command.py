@@ -19,7 +19,7 @@ from daemon.config.settings import LoadedSettings, load_settings
 from daemon.config.statedir import prepare_state_dir
 from daemon.errors import ConfigError
 from daemon.evaluation.evaluator import Subject, evaluate
-from daemon.evaluation.report import EvalReport, TaskResult
+from daemon.evaluation.report import EvalReport, Split, TaskResult
 from daemon.evaluation.runtime import eval_instance, open_runtime
 from daemon.store import Store
 from daemon.suites import check_suite, load_suite
@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--split",
-        choices=["dev", "heldout", "all"],
+        choices=[s.value for s in (Split.DEV, Split.HELDOUT, Split.ALL)],
         help="which tasks: the policy's dev or held-out split, or all of the suite in its own "
         "order (default: heldout; all for a file: suite named with --suite)",
     )
@@ -60,9 +60,10 @@ def run(args: argparse.Namespace) -> int:
         suite = policy.suite.model_copy(update={"name": args.suite, "heldout_suite": None})
         policy = resolve_suite_paths(policy.model_copy(update={"suite": suite}), Path.cwd())
     if args.split is None:
-        args.split = "all" if (args.suite or "").startswith("file:") else "heldout"
+        args.split = Split.ALL if (args.suite or "").startswith("file:") else Split.HELDOUT
+    args.split = Split(args.split)
     # The suite is read and checked before anything starts (a bad task file stops here).
-    if args.split == "all":
+    if args.split == Split.ALL:
         load_suite(policy.suite.name, loaded.cache_dir)
     else:
         check_suite(policy, loaded.cache_dir)
@@ -105,11 +106,11 @@ async def _evaluate(
             # The one policy this evaluation runs under, read once.
             policy = holder.get()
             suite = await rt.load_suite(policy=policy)
-            if args.split == "all":
+            if args.split == Split.ALL:
                 ids = suite.task_ids()
             else:
                 splits = await rt.load_splits(policy=policy)
-                ids = splits.dev if args.split == "dev" else splits.heldout
+                ids = splits.dev if args.split == Split.DEV else splits.heldout
             if args.limit:
                 ids = ids[: args.limit]
             subject = Subject(harness_dir=harness, label=harness.name)
@@ -134,7 +135,7 @@ async def _evaluate(
                     split=args.split,
                     task_ids=ids,
                     model=model,
-                    keep_transcripts=args.split == "dev",
+                    keep_transcripts=args.split == Split.DEV,
                     on_result=tick,
                     policy=policy,
                 )

@@ -50,6 +50,7 @@ from daemon.evaluation.provenance import (
 from daemon.evaluation.report import (
     CoverageReport,
     EvalReport,
+    Split,
     TaskResult,
     build_report,
     truncate_output,
@@ -261,7 +262,7 @@ async def evaluate(
     rt: Runtime,
     subject: Subject,
     *,
-    split: str,
+    split: Split,
     task_ids: list[str],
     model: str,
     suite_spec: str | None = None,

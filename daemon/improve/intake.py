@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from daemon.config.policy import PatchPolicy
-from daemon.lineage import CandidateSource, Lineage, NewCandidate, Version
+from daemon.lineage import CandidateSource, CandidateState, Lineage, NewCandidate, Version
 from daemon.patches import (
     AppliedPatch,
     ParseFailure,
@@ -30,7 +30,7 @@ from daemon.patches import (
     static_check,
 )
 from daemon.patches.tree import diff_trees
-from daemon.verdict import Verdict
+from daemon.verdict import Stage, Verdict
 
 RATIONALE_LIMIT = 2000
 TREE = "tree"
@@ -185,8 +185,10 @@ def record_parsed(
 
 
 def _rejected(lineage: Lineage, new: NewCandidate, reason: str) -> Submitted:
-    verdict = Verdict(decision="reject", stage="static", reason=reason)
-    cid = lineage.add_candidate(new, state="rejected", stage="static", verdict=verdict)
+    verdict = Verdict(decision="reject", stage=Stage.STATIC, reason=reason)
+    cid = lineage.add_candidate(
+        new, state=CandidateState.REJECTED, stage=Stage.STATIC, verdict=verdict
+    )
     return Submitted(cid, False, reason, new.patch)
 
 

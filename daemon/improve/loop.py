@@ -32,6 +32,7 @@ from daemon.errors import BudgetExceeded, ProviderError, SandboxError, Unavailab
 from daemon.evaluation import results
 from daemon.evaluation.coverage import read_sources
 from daemon.evaluation.health import describe
+from daemon.evaluation.report import Split
 from daemon.evaluation.runtime import PolicySnapshot, Runtime
 from daemon.gateway import ledger
 from daemon.gateway.ledger import Charge
@@ -50,7 +51,7 @@ from daemon.improve.proposer.prompt import (
 )
 from daemon.improve.proposer.search import choose_base
 from daemon.improve.tried import TriedPrograms
-from daemon.lineage import CandidateSource, Lineage, Version
+from daemon.lineage import CandidateSource, CandidateState, Lineage, Version
 from daemon.patches import ParseFailure, PatchRejected, Proposal, parse_proposal
 from daemon.patches.identity import fingerprint
 from daemon.patches.operations import Operation
@@ -61,7 +62,7 @@ from daemon.patches.targets import (
     without_constants,
 )
 from daemon.providers.base import Capabilities, ChatRequest, Message
-from daemon.verdict import Verdict
+from daemon.verdict import Stage, Verdict
 
 log = logging.getLogger("harnessd.loop")
 
@@ -175,7 +176,7 @@ class ImprovementLoop:
         policy = self.rt.policy.get()
         if self.control.paused:
             return "paused (harnessctl resume)"
-        awaiting = self.lineage.candidates(state="awaiting_review")
+        awaiting = self.lineage.candidates(state=CandidateState.AWAITING_REVIEW)
         if awaiting:
             # Its outcome decides the next held-out test's epoch, and the proposer may learn
             # of it only once decided (DESIGN.md, "The review step").
@@ -204,14 +205,14 @@ class ImprovementLoop:
     async def start_up(self) -> None:
         """Settle held-out tests a stop cut short, and state the power the next one has."""
 
-        def settle() -> list[tuple[int, str]]:
-            def state(cid: int) -> str:
+        def settle() -> list[tuple[int, alpha_ledger.TestState]]:
+            def state(cid: int) -> CandidateState:
                 return self.lineage.candidate(cid).state
 
             running = alpha_ledger.settle_running(self.rt.store, state)
             # A review decided just before a stop, whose ledger row did not follow.
             alpha_ledger.settle_reviewed(self.rt.store, state)
-            return [(c, str(s)) for c, s in running if s != "awaiting_review"]
+            return [(c, s) for c, s in running if s != "awaiting_review"]
 
         for cid, state in await anyio.to_thread.run_sync(settle):
             await self.rt.emit(
@@ -318,8 +319,8 @@ class ImprovementLoop:
                 f"not evaluated: its parent {self.lineage.get(cand.parent_version_id).name} is "
                 f"no longer live ({live.name} was promoted while it waited)"
             )
-            verdict = Verdict.of("static", [], reason=reason, policy=policy_used(snapshot))
-            self.lineage.set_candidate(cid, "rejected", "static", verdict)
+            verdict = Verdict.of(Stage.STATIC, [], reason=reason, policy=policy_used(snapshot))
+            self.lineage.set_candidate(cid, CandidateState.REJECTED, Stage.STATIC, verdict)
             return reason
 
         reason = await anyio.to_thread.run_sync(check)
@@ -329,7 +330,7 @@ class ImprovementLoop:
             "candidate.rejected",
             f"candidate c{cid} rejected at static: {reason}",
             candidate=cid,
-            stage="static",
+            stage=Stage.STATIC,
         )
         return True
 
@@ -434,7 +435,7 @@ class ImprovementLoop:
                 "candidate.rejected",
                 f"candidate c{sub.candidate_id} ({source}) rejected at static: {sub.reason}",
                 candidate=sub.candidate_id,
-                stage="static",
+                stage=Stage.STATIC,
             )
             return sub
         built = "" if base is None else f", built on c{base.candidate_id}"
@@ -496,7 +497,7 @@ class ImprovementLoop:
         removes it)."""
         policy = snapshot.policy
         parent = await anyio.to_thread.run_sync(self.lineage.current)
-        dev = await self.pipeline.baseline(parent, "dev", policy.models.primary, policy=policy)
+        dev = await self.pipeline.baseline(parent, Split.DEV, policy.models.primary, policy=policy)
         nodes, devs = await anyio.to_thread.run_sync(
             lambda: briefing.search_nodes(self.lineage, self.rt.store, parent, dev)
         )
@@ -629,7 +630,7 @@ class ImprovementLoop:
         ledger, or ran on the split): of each, the proposer learns only whether it was
         promoted (``briefing.outcome``)."""
         held = {t.candidate_id for t in alpha_ledger.tests(self.rt.store)}
-        return held | results.candidates_run_on(self.rt.store, "heldout")
+        return held | results.candidates_run_on(self.rt.store, Split.HELDOUT)
 
     def _archive(self, live: Version, policy: Policy, budget_tokens: int, full: bool) -> str:
         entries = briefing.archive_entries(

@@ -14,11 +14,22 @@ import logging
 from pathlib import Path
 
 from daemon.errors import HarnessdError
-from daemon.lineage import Candidate, Lineage, Version
+from daemon.lineage import Candidate, CandidateState, Lineage, Version
 from daemon.patches.identity import patched_fingerprint, tree_fingerprint
 from daemon.patches.tree import read_tree
 
 log = logging.getLogger("harnessd.tried")
+
+# The states of a candidate whose program is not evaluated again (one interrupted by a
+# stop has no verdict: it may come again).
+ON_ITS_WAY_OR_REJECTED = frozenset(
+    {
+        CandidateState.REJECTED,
+        CandidateState.PROPOSED,
+        CandidateState.EVALUATING,
+        CandidateState.AWAITING_REVIEW,
+    }
+)
 
 
 class TriedPrograms:
@@ -72,12 +83,7 @@ class TriedPrograms:
         if version is not None:
             return f"the same program as {version.name}; not evaluated again"
         for cid in self._candidates_of.get(fp, []):
-            if self._lineage.candidate(cid).state in (
-                "rejected",
-                "proposed",
-                "evaluating",
-                "awaiting_review",
-            ):
+            if self._lineage.candidate(cid).state in ON_ITS_WAY_OR_REJECTED:
                 return f"duplicate of c{cid}; not evaluated again"
         return None
 

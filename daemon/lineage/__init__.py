@@ -13,6 +13,7 @@ from daemon.lineage.lineage import Lineage
 from daemon.lineage.records import (
     Candidate,
     CandidateSource,
+    CandidateState,
     Decider,
     NewCandidate,
     PointerChange,
@@ -24,6 +25,7 @@ from daemon.lineage.records import (
 __all__ = [
     "Candidate",
     "CandidateSource",
+    "CandidateState",
     "Decider",
     "Lineage",
     "NewCandidate",

@@ -9,28 +9,27 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal
 
 from daemon.lineage.git import POINTER_TRAILER, VERSION_TRAILER
-from daemon.verdict import Verdict
+from daemon.verdict import Stage, Verdict
 
-CandidateState = Literal[
-    "proposed", "evaluating", "awaiting_review", "accepted", "rejected", "interrupted"
-]
-CANDIDATE_STATES: tuple[CandidateState, ...] = (
-    "proposed",
-    "evaluating",
-    "awaiting_review",
-    "accepted",
-    "rejected",
-    "interrupted",
-)
-FINAL_STATES = ("accepted", "rejected")
-# The state of a candidate that passed every gate under a policy with [gates.review] on: it
-# waits for a person (``harnessctl approve`` / ``reject``); only those two leave it.
-AWAITING_REVIEW: CandidateState = "awaiting_review"
-# The stage a candidate is at while it awaits review, and after a person rejected it.
-REVIEW_STAGE = "review"
+
+class CandidateState(StrEnum):
+    """Where a candidate is in its life (the ``candidates`` table's ``state``).
+
+    ``proposed`` -> ``evaluating`` -> ``rejected`` or (through a promotion only)
+    ``accepted``; ``interrupted`` when harnessd stopped mid-evaluation. With the review step
+    on, one that passed every gate is ``awaiting_review`` until a person decides it."""
+
+    PROPOSED = "proposed"
+    EVALUATING = "evaluating"
+    AWAITING_REVIEW = "awaiting_review"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    INTERRUPTED = "interrupted"
+
+
+FINAL_STATES = frozenset({CandidateState.ACCEPTED, CandidateState.REJECTED})
 ROLLBACK = "rollback"
 
 
@@ -126,7 +125,7 @@ class Candidate:
     patch: str
     raw: str
     state: CandidateState
-    stage: str
+    stage: Stage
     verdict: Verdict | None  # the gates' verdict (an approval or rejection does not edit it)
     # The tree parent: the earlier candidate this one was built on (None: built on the
     # version ``parent_version_id``, which is what its held-out test compares against).
@@ -173,8 +172,8 @@ class Candidate:
             rationale=row["rationale"],
             patch=row["patch"],
             raw=row["raw"],
-            state=row["state"],
-            stage=row["stage"],
+            state=CandidateState(row["state"]),
+            stage=Stage(row["stage"]),
             verdict=Verdict.model_validate_json(row["verdict"]) if row["verdict"] else None,
             base_candidate_id=row["base_candidate_id"],
             review=review,
@@ -215,11 +214,11 @@ class TreeEntry:
     version: Version
     depth: int
     is_current: bool
-    candidates: dict[str, int] = field(default_factory=dict)
+    candidates: dict[CandidateState, int] = field(default_factory=dict)
 
 
 def build_tree(
-    versions: list[Version], current_id: int, counts: dict[int, dict[str, int]]
+    versions: list[Version], current_id: int, counts: dict[int, dict[CandidateState, int]]
 ) -> list[TreeEntry]:
     """Versions depth-first from the roots, children in id order."""
     children: dict[int | None, list[Version]] = {}

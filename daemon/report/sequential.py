@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from daemon.acceptance.observations import HarnessResult, PairedOutcome
 from daemon.acceptance.rule import Outcome, begin, observe
 from daemon.config.policy import Policy
-from daemon.evaluation.report import EvalReport, TaskResult
+from daemon.evaluation.report import EvalReport, Split, TaskResult
 from daemon.evaluation.results import FinishedRun
 from daemon.improve.procedure import rule_knobs
 from daemon.lineage.records import Candidate
@@ -62,7 +62,7 @@ def _parent_run(data: ReportData, candidate: Candidate, run: FinishedRun) -> Eva
         if (
             other.version_id == candidate.parent_version_id
             and other.candidate_id is None
-            and (other.suite, other.split, other.model) == (run.suite, "heldout", run.model)
+            and (other.suite, other.split, other.model) == (run.suite, Split.HELDOUT, run.model)
             and mine <= {t.id for t in other.report.tasks}
         ):
             return other.report
@@ -103,7 +103,7 @@ def promotion_path(parent: EvalReport, candidate: EvalReport, alpha: float) -> l
 def path_of(data: ReportData, candidate: Candidate) -> SequentialPath | None:
     """The candidate's test on its first held-out model (the primary), if it got that far."""
     run = next(
-        (r for r in data.runs if r.candidate_id == candidate.id and r.split == "heldout"), None
+        (r for r in data.runs if r.candidate_id == candidate.id and r.split == Split.HELDOUT), None
     )
     if run is None:
         return None

@@ -11,14 +11,14 @@ import pytest
 from lineage_helpers import assert_consistent, make_candidate
 
 from daemon.errors import LineageError, UnknownRef
-from daemon.lineage import CandidateSource, Lineage, NewCandidate
+from daemon.lineage import CandidateSource, CandidateState, Lineage, NewCandidate
 from daemon.lineage.fs import tree_hash
 from daemon.lineage.git import GitHistory
 from daemon.patches.model import ParseFailure
 from daemon.patches.parse import parse_proposal
 from daemon.patches.tree import read_tree
 from daemon.store import Store
-from daemon.verdict import GateResult, Verdict
+from daemon.verdict import GateResult, Stage, Verdict
 
 pytestmark = pytest.mark.unit
 
@@ -120,22 +120,32 @@ def test_promote_refuses_stale_final_and_unknown_candidates(
 
 
 def test_candidate_states(lineage: Lineage, seed_dir: Path, work: Path) -> None:
+    # Stored as text: the values stay what earlier releases wrote.
+    assert [s.value for s in CandidateState] == [
+        "proposed",
+        "evaluating",
+        "awaiting_review",
+        "accepted",
+        "rejected",
+        "interrupted",
+    ]
     seed = lineage.init_seed(seed_dir)
     cid, _ = make_candidate(lineage, work, evaluating=False)
-    assert lineage.candidate(cid).state == "proposed"
-    lineage.set_candidate(cid, "evaluating", "smoke")
-    lineage.set_candidate(cid, "interrupted", "smoke")
-    lineage.set_candidate(cid, "evaluating", "dev")
-    smoke = Verdict(decision="reject", stage="smoke", reason="smoke failed")
-    lineage.set_candidate(cid, "rejected", "dev", smoke)
+    assert lineage.candidate(cid).state is CandidateState.PROPOSED
+    lineage.set_candidate(cid, CandidateState.EVALUATING, Stage.SMOKE)
+    lineage.set_candidate(cid, CandidateState.INTERRUPTED, Stage.SMOKE)
+    lineage.set_candidate(cid, CandidateState.EVALUATING, Stage.DEV)
+    smoke = Verdict(decision="reject", stage=Stage.SMOKE, reason="smoke failed")
+    lineage.set_candidate(cid, CandidateState.REJECTED, Stage.DEV, smoke)
     rejected = lineage.candidate(cid)
     assert (rejected.state, rejected.stage, rejected.verdict) == ("rejected", "dev", smoke)
+    assert rejected.stage is Stage.DEV
     with pytest.raises(LineageError, match="already rejected"):
-        lineage.set_candidate(cid, "evaluating", "dev")
+        lineage.set_candidate(cid, CandidateState.EVALUATING, Stage.DEV)
     with pytest.raises(LineageError, match="only through promote"):
-        lineage.set_candidate(cid, "accepted", "dev")
+        lineage.set_candidate(cid, CandidateState.ACCEPTED, Stage.DEV)
     with pytest.raises(LineageError, match="unknown candidate state 'done'"):
-        lineage.set_candidate(cid, "done", "dev")  # type: ignore[arg-type]
+        lineage.set_candidate(cid, "done", Stage.DEV)  # type: ignore[arg-type]
     with pytest.raises(LineageError, match="source must be one of"):
         lineage.add_candidate(
             NewCandidate(
@@ -168,7 +178,7 @@ def test_candidate_states(lineage: Lineage, seed_dir: Path, work: Path) -> None:
     )
     assert recorded.verdict is not None and "no patch found" in recorded.verdict.reason
     assert recorded.verdict.decision == "reject" and recorded.verdict.gates == []
-    assert [c.id for c in lineage.candidates(state="rejected")] == [unparseable, cid]
+    assert [c.id for c in lineage.candidates(state=CandidateState.REJECTED)] == [unparseable, cid]
     assert [c.id for c in lineage.candidates(parent=seed, limit=1)] == [unparseable]
 
 
