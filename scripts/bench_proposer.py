@@ -55,6 +55,7 @@ from daemon.improve.proposer import edit_protocol
 from daemon.improve.stages import run_stages
 from daemon.lineage import Lineage, Version
 from daemon.patches import (
+    NoChange,
     ParseFailure,
     PatchRejected,
     Proposal,
@@ -105,8 +106,10 @@ def _stages(
     dest = scratch / "tree"
     try:
         applied = apply_proposal(base, parsed, dest)
-    except PatchRejected as exc:
-        return True, "changes nothing" in exc.reason, "changes nothing" in exc.reason
+    except NoChange:
+        return True, True, True  # lands, and compiles as its base did; the screen refuses it
+    except PatchRejected:
+        return True, False, False
     try:
         static_check(applied, policy)
         return True, True, True

@@ -291,7 +291,7 @@ class ControlApi:
             "versions": versions,
             "candidates": cands,
             "history": [
-                {"ts": h.ts, "version": h.version_name, "reason": h.reason}
+                {"ts": h.ts, "version": h.version_name, "reason": h.summary}
                 for h in self.d.lineage.history()
             ],
         }

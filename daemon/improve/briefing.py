@@ -22,7 +22,6 @@ saw the held-out figures) never reach the proposer.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection
 
 from daemon.evaluation import results
@@ -36,8 +35,6 @@ from daemon.patches import ParseFailure
 from daemon.patches.operations import SetConstant
 from daemon.store import Store
 from daemon.verdict import Gate
-
-_DUPLICATE = re.compile(r"^duplicate of c(\d+)")
 
 
 def reached_heldout(cand: Candidate, heldout_ids: Collection[int]) -> bool:
@@ -61,14 +58,6 @@ def outcome(cand: Candidate, reached: bool) -> str:
     return f"rejected at {verdict.stage}: {verdict.reason}{tail}"
 
 
-def duplicate_of(cand: Candidate) -> int | None:
-    """The earlier candidate this one repeated, if it was rejected as a duplicate."""
-    if cand.verdict is None or cand.verdict.stage != "static":
-        return None
-    match = _DUPLICATE.match(cand.verdict.reason)
-    return int(match[1]) if match else None
-
-
 def archive_entries(
     lineage: Lineage,
     store: Store,
@@ -86,7 +75,7 @@ def archive_entries(
     repeats: dict[int, list[int]] = {}
     originals: list[Candidate] = []
     for cand in cands:
-        first = duplicate_of(cand)
+        first = cand.duplicate_of
         if first is not None and any(c.id == first for c in cands):
             repeats.setdefault(first, []).append(cand.id)
         else:

@@ -140,6 +140,15 @@ class LoopControl:
 
 
 @dataclass(frozen=True)
+class Waiting:
+    """Why the loop waits: ``why`` for people; ``budget_spent`` when a token window is spent
+    (its event is ``budget.paused``, every other wait's ``loop.waiting``)."""
+
+    why: str
+    budget_spent: bool = False
+
+
+@dataclass(frozen=True)
 class Ask:
     """One prompt to the proposer, sampled once or more, under one cycle's policy."""
 
@@ -172,33 +181,36 @@ class ImprovementLoop:
         with anyio.move_on_after(seconds):
             await self.control.wake.wait()
 
-    def _why_waiting(self, external: bool) -> str | None:
+    def _why_waiting(self, external: bool) -> Waiting | None:
+        """Why the loop may not start a cycle now (None: it may). ``external``: a person's
+        patch waits, which neither the loop's own limits nor the proposer's budget hold."""
         policy = self.rt.policy.get()
         if self.control.paused:
-            return "paused (harnessctl resume)"
+            return Waiting("paused (harnessctl resume)")
         awaiting = self.lineage.candidates(state=CandidateState.AWAITING_REVIEW)
         if awaiting:
             # Its outcome decides the next held-out test's epoch, and the proposer may learn
             # of it only once decided (DESIGN.md, "The review step").
             names = ", ".join(f"c{c.id}" for c in reversed(awaiting))
-            return (
+            return Waiting(
                 f"{names} awaiting review ('harnessctl review', then 'harnessctl approve cN' "
                 "or 'harnessctl reject cN --reason TEXT')"
             )
         if not external:
             if not policy.loop.enabled:
-                return "disabled by the policy ([loop] enabled = false)"
+                return Waiting("disabled by the policy ([loop] enabled = false)")
             if policy.loop.max_cycles and self.control.cycles >= policy.loop.max_cycles:
-                return f"done: {policy.loop.max_cycles} cycles ([loop] max_cycles)"
+                return Waiting(f"done: {policy.loop.max_cycles} cycles ([loop] max_cycles)")
         state = self.rt.guard.window_state()
         scopes = ("hour", "day") if external else ("hour", "day", "proposer")
         spent = [w for w in state.exhausted if w.scope in scopes]
         if spent:
             reopen = max(w.reopens_at or time.time() for w in spent)
             names = ", ".join(f"{w.scope} {w.spent}/{w.limit}" for w in spent)
-            return (
+            return Waiting(
                 f"token budget spent ({names}); resumes at "
-                f"{time.strftime('%H:%M:%S', time.localtime(reopen))}"
+                f"{time.strftime('%H:%M:%S', time.localtime(reopen))}",
+                budget_spent=True,
             )
         return None
 
@@ -235,18 +247,18 @@ class ImprovementLoop:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         await self.start_up()
-        waiting_for: str | None = None
+        waiting_for: Waiting | None = None
         while True:
             external = bool(self.control.queue)
-            why = await anyio.to_thread.run_sync(self._why_waiting, external)
-            if why is not None:
-                if why != waiting_for:
+            waiting = await anyio.to_thread.run_sync(self._why_waiting, external)
+            if waiting is not None:
+                if waiting != waiting_for:
                     await self.rt.emit(
-                        "budget.paused" if why.startswith("token budget") else "loop.waiting",
-                        f"improvement loop waiting: {why}",
+                        "budget.paused" if waiting.budget_spent else "loop.waiting",
+                        f"improvement loop waiting: {waiting.why}",
                     )
-                    waiting_for = why
-                self.control.set_activity(f"waiting: {why}")
+                    waiting_for = waiting
+                self.control.set_activity(f"waiting: {waiting.why}")
                 await self._sleep_or_poke(30.0)
                 continue
             if waiting_for is not None:

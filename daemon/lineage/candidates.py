@@ -81,8 +81,8 @@ def insert_candidate(
                 )
         cursor = conn.execute(
             "INSERT INTO candidates(parent_version_id, created, updated, source, proposer_model, "
-            "rationale, patch, raw, state, stage, verdict, base_candidate_id) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            "rationale, patch, raw, state, stage, verdict, base_candidate_id, duplicate_of) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 new.parent_id,
                 now,
@@ -96,6 +96,7 @@ def insert_candidate(
                 stage,
                 _verdict_json(verdict),
                 new.base_id,
+                new.duplicate_of,
             ),
         )
         return int(cursor.lastrowid or 0)

@@ -40,11 +40,11 @@ from daemon.lineage.git import VERSION_TRAILER, GitHistory
 from daemon.lineage.reconcile import LineagePaths, Reconciler
 from daemon.lineage.records import (
     FINAL_STATES,
-    ROLLBACK,
     Candidate,
     CandidateState,
     NewCandidate,
     PointerChange,
+    PointerKind,
     Review,
     TreeEntry,
     Version,
@@ -320,7 +320,12 @@ class Lineage:
                     message=seed_message(name, seed_dir.name),
                 )
                 versions.insert_pointer(
-                    conn, ts=now, version_id=1, reason=f"seed: {seed_dir.name}", candidate_id=None
+                    conn,
+                    ts=now,
+                    version_id=1,
+                    kind=PointerKind.SEED,
+                    reason=seed_dir.name,
+                    candidate_id=None,
                 )
             self.checkpoint("db:committed")
             self._finish()
@@ -377,7 +382,8 @@ class Lineage:
                     conn,
                     ts=now,
                     version_id=new_id,
-                    reason=f"promote: candidate {candidate_id}",
+                    kind=PointerKind.PROMOTE,
+                    reason=f"candidate {candidate_id}",
                     candidate_id=candidate_id,
                 )
                 candidates.mark_accepted(conn, candidate_id, verdict, now, approval)
@@ -415,7 +421,8 @@ class Lineage:
                     conn,
                     ts=now,
                     version_id=target.id,
-                    reason=f"{ROLLBACK}: {reason.strip()}",
+                    kind=PointerKind.ROLLBACK,
+                    reason=reason.strip(),
                     candidate_id=None,
                 )
             self.checkpoint("db:committed")

@@ -30,7 +30,14 @@ class CandidateState(StrEnum):
 
 
 FINAL_STATES = frozenset({CandidateState.ACCEPTED, CandidateState.REJECTED})
-ROLLBACK = "rollback"
+
+
+class PointerKind(StrEnum):
+    """What switched the live version (the ``pointer`` table's ``kind``)."""
+
+    SEED = "seed"
+    PROMOTE = "promote"
+    ROLLBACK = "rollback"
 
 
 class Decider(StrEnum):
@@ -80,6 +87,8 @@ class NewCandidate:
     patch: str  # the normalised git diff; "" when nothing applied
     raw: str  # what the proposer or person wrote, verbatim
     base_id: int | None = None
+    # The earlier candidate whose program this one repeats (rejected at the static stage).
+    duplicate_of: int | None = None
 
 
 def version_name(version_id: int) -> str:
@@ -131,6 +140,9 @@ class Candidate:
     # version ``parent_version_id``, which is what its held-out test compares against).
     base_candidate_id: int | None = None
     review: Review | None = None  # None: never held for review
+    # The earlier candidate whose program this one repeated (rejected at the static stage
+    # without being evaluated); None: not a repeat.
+    duplicate_of: int | None = None
 
     @property
     def decided_by(self) -> Decider | None:
@@ -177,17 +189,20 @@ class Candidate:
             verdict=Verdict.model_validate_json(row["verdict"]) if row["verdict"] else None,
             base_candidate_id=row["base_candidate_id"],
             review=review,
+            duplicate_of=row["duplicate_of"],
         )
 
 
 @dataclass(frozen=True)
 class PointerChange:
-    """One switch of the live version: the seed, a promotion or a rollback."""
+    """One switch of the live version: the seed, a promotion or a rollback. ``reason`` is
+    the seed's folder, the promoted candidate, or the reason a person gave a rollback."""
 
     id: int
     ts: float
     version_id: int
     version_name: str
+    kind: PointerKind
     reason: str
     candidate_id: int | None
 
@@ -198,13 +213,19 @@ class PointerChange:
             ts=row["ts"],
             version_id=row["version_id"],
             version_name=row["version_name"],
+            kind=PointerKind(row["kind"]),
             reason=row["reason"],
             candidate_id=row["candidate_id"],
         )
 
     @property
     def is_rollback(self) -> bool:
-        return self.reason.startswith(ROLLBACK)
+        return self.kind is PointerKind.ROLLBACK
+
+    @property
+    def summary(self) -> str:
+        """One line for people: ``rollback: accuracy regressed``."""
+        return f"{self.kind}: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -261,7 +282,7 @@ def seed_message(name: str, seed_label: str) -> str:
 def commit_message(change: PointerChange, version: Version, previous_name: str | None) -> str:
     """The full git message for a pointer change (version message or rollback, + trailers)."""
     if change.is_rollback:
-        reason = change.reason.partition(":")[2].strip() or "no reason given"
+        reason = change.reason or "no reason given"
         body = f"rollback to {change.version_name} (from {previous_name})\n\nReason: {reason}"
     else:
         body = version.message

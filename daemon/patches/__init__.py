@@ -8,7 +8,7 @@ Everything here is pure computation on files; harness code is compiled, never ru
 May import: ``daemon.errors`` and ``daemon.config.policy`` (the patch limits) only.
 """
 
-from daemon.patches.model import ParseFailure, PatchRejected, Proposal
+from daemon.patches.model import NoChange, ParseFailure, PatchRejected, Proposal
 from daemon.patches.parse import parse_proposal
 from daemon.patches.static import (
     ALLOWED_SUFFIXES,
@@ -22,6 +22,7 @@ from daemon.patches.static import (
 __all__ = [
     "ALLOWED_SUFFIXES",
     "AppliedPatch",
+    "NoChange",
     "ParseFailure",
     "PatchRejected",
     "Proposal",

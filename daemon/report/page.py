@@ -213,7 +213,8 @@ def candidate_details(data: ReportData) -> str:
 
 def history(data: ReportData) -> str:
     items = [
-        f"<li>{when(h.ts)}: {esc(h.version_name)} live ({esc(h.reason)})</li>" for h in data.history
+        f"<li>{when(h.ts)}: {esc(h.version_name)} live ({esc(h.summary)})</li>"
+        for h in data.history
     ]
     return "<ul>" + "".join(items) + "</ul>"
 
