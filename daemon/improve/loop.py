@@ -38,7 +38,7 @@ from daemon.gateway import ledger
 from daemon.gateway.ledger import Charge
 from daemon.gateway.metering import MeteredModel
 from daemon.improve import alpha_ledger, briefing, intake
-from daemon.improve.pipeline import Pipeline, policy_used
+from daemon.improve.pipeline import Pipeline
 from daemon.improve.power_report import current_row, next_candidate_line
 from daemon.improve.procedure import wanted_settings
 from daemon.improve.proposer import archive, edit_protocol
@@ -281,7 +281,7 @@ class ImprovementLoop:
         snapshot = self.rt.snapshot()
         from_own = not self.control.queue and bool(self.control.own)
         waiting = self.control.next_waiting()
-        if waiting is not None and from_own and await self._superseded(*waiting):
+        if waiting is not None and from_own and await self._superseded(waiting[0]):
             return None
         try:
             if waiting is None:
@@ -315,12 +315,11 @@ class ImprovementLoop:
             self.control.set_activity("")
         return None
 
-    async def _superseded(self, cid: int, snapshot: PolicySnapshot) -> bool:
+    async def _superseded(self, cid: int) -> bool:
         """Whether ``cid``, one of the loop's own candidates that waited behind a person's
         patch, is to be tested against a version that is no longer live (that patch was
         promoted meanwhile): it could not be promoted, so it takes no slot and no alpha;
-        the proposer is asked again for the new live version. Its verdict names
-        ``snapshot``, the policy it was recorded under."""
+        the proposer is asked again for the new live version."""
 
         def check() -> str | None:
             cand = self.lineage.candidate(cid)
@@ -331,7 +330,7 @@ class ImprovementLoop:
                 f"not evaluated: its parent {self.lineage.get(cand.parent_version_id).name} is "
                 f"no longer live ({live.name} was promoted while it waited)"
             )
-            verdict = Verdict.of(Stage.STATIC, [], reason=reason, policy=policy_used(snapshot))
+            verdict = Verdict.of(Stage.STATIC, [], reason=reason)
             self.lineage.set_candidate(cid, CandidateState.REJECTED, Stage.STATIC, verdict)
             return reason
 
