@@ -9,8 +9,8 @@ that writes and reads it (``events``: :mod:`daemon.events`; ``ledger``:
 writes SQL.
 
 The schema version is SQLite's ``user_version``. A database written by an older release is
-brought up to date on open by :data:`MIGRATIONS` (each step idempotent, all in one
-transaction), so an existing state dir keeps its history.
+brought up to date on open by :data:`MIGRATIONS` and :data:`BACKFILLS` (each step
+idempotent, all in one transaction), so an existing state dir keeps its history.
 
 Synchronous calls are for start-up, tests and the offline CLI; the daemon goes through a
 worker thread (:meth:`Store.call`, or ``anyio.to_thread``) so a slow disk never stalls the
@@ -32,7 +32,7 @@ import anyio.to_thread
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -86,7 +86,8 @@ CREATE TABLE IF NOT EXISTS candidates (
     review_held REAL,
     review_decided REAL,
     reviewer TEXT,
-    review_reason TEXT
+    review_reason TEXT,
+    duplicate_of INTEGER REFERENCES candidates(id)
 );
 CREATE TABLE IF NOT EXISTS evaluations (
     id INTEGER PRIMARY KEY,
@@ -107,6 +108,7 @@ CREATE TABLE IF NOT EXISTS pointer (
     id INTEGER PRIMARY KEY,
     ts REAL NOT NULL,
     version_id INTEGER NOT NULL REFERENCES versions(id),
+    kind TEXT NOT NULL,
     reason TEXT NOT NULL,
     candidate_id INTEGER
 );
@@ -170,6 +172,30 @@ MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
         ("candidates", "reviewer", "ALTER TABLE candidates ADD COLUMN reviewer TEXT"),
         ("candidates", "review_reason", "ALTER TABLE candidates ADD COLUMN review_reason TEXT"),
     ],
+    # 5: typed facts where there was text: the earlier candidate a duplicate repeated, and a
+    # pointer change's kind (seed, promote, rollback) apart from its reason.
+    5: [
+        (
+            "candidates",
+            "duplicate_of",
+            "ALTER TABLE candidates ADD COLUMN duplicate_of INTEGER REFERENCES candidates(id)",
+        ),
+        ("pointer", "kind", "ALTER TABLE pointer ADD COLUMN kind TEXT NOT NULL DEFAULT ''"),
+    ],
+}
+# version -> statements that carry what older rows held as text into a step's new columns,
+# once, after the step's columns exist (each idempotent). Never read back as text after.
+BACKFILLS: dict[int, list[str]] = {
+    5: [
+        # "duplicate of c12; not evaluated again", the static stage's reason for a repeat.
+        "UPDATE candidates SET duplicate_of = CAST(substr(json_extract(verdict, '$.reason'), "
+        "15) AS INTEGER) WHERE duplicate_of IS NULL AND verdict IS NOT NULL AND stage = "
+        "'static' AND json_extract(verdict, '$.reason') LIKE 'duplicate of c%'",
+        # "seed: minimal", "promote: candidate 3", "rollback: why": the kind, then the reason.
+        "UPDATE pointer SET kind = substr(reason, 1, instr(reason, ':') - 1), "
+        "reason = trim(substr(reason, instr(reason, ':') + 1)) "
+        "WHERE kind = '' AND instr(reason, ':') > 0",
+    ],
 }
 # Created after the migrations, since they may index a column a migration adds.
 INDEXES = """
@@ -192,6 +218,8 @@ def _migrate(conn: sqlite3.Connection) -> None:
             for table, column, statement in MIGRATIONS[step]:
                 if column not in _columns(conn, table):
                     conn.execute(statement)
+            for statement in BACKFILLS.get(step, []):
+                conn.execute(statement)
         for statement in filter(None, (s.strip() for s in INDEXES.split(";"))):
             conn.execute(statement)
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")

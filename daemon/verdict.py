@@ -14,7 +14,23 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Stage = Literal["static", "smoke", "dev", "heldout", "panel", "done"]
+
+class Stage(StrEnum):
+    """Where a candidate is, or the last stage it reached: the one vocabulary of the
+    ``candidates`` table's ``stage`` and of a verdict's. The pipeline's stages, smoke to
+    panel, are those ``daemon.improve.pipeline.STAGES`` runs, in its order; a verdict is
+    reached at one of them, at ``STATIC`` (intake) or at ``DONE``."""
+
+    PROPOSED = "proposed"  # recorded, waiting for the pipeline
+    PARSE = "parse"  # its text held no usable patch
+    STATIC = "static"  # the static stage (applies, compiles, no program tried before)
+    SMOKE = "smoke"
+    DEV = "dev"
+    HELDOUT = "heldout"
+    PANEL = "panel"
+    DONE = "done"  # every gate passed, yet it could not be promoted
+    REVIEW = "review"  # held for a person ([gates.review]), or rejected by one
+    PROMOTED = "promoted"
 
 
 class Gate(StrEnum):

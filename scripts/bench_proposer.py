@@ -46,15 +46,16 @@ from daemon.config.policy import PatchPolicy, load_policy
 from daemon.config.reload import PolicyHolder
 from daemon.config.settings import LoadedSettings, load_settings
 from daemon.config.statedir import prepare_state_dir
-from daemon.evaluation.runtime import eval_instance, open_runtime
+from daemon.evaluation.runtime import PolicySnapshot, eval_instance, open_runtime
 from daemon.gateway import ledger
 from daemon.improve import intake
 from daemon.improve.loop import Ask, ImprovementLoop, LoopControl
-from daemon.improve.pipeline import BEFORE_HELDOUT, CandidateEvaluation
+from daemon.improve.pipeline import BEFORE_HELDOUT, CandidateEvaluation, policy_used
 from daemon.improve.proposer import edit_protocol
 from daemon.improve.stages import run_stages
 from daemon.lineage import Lineage, Version
 from daemon.patches import (
+    NoChange,
     ParseFailure,
     PatchRejected,
     Proposal,
@@ -63,7 +64,7 @@ from daemon.patches import (
     static_check,
 )
 from daemon.store import Store
-from daemon.verdict import Gate, PolicyUsed, Verdict
+from daemon.verdict import Gate, Verdict
 from sandbox.labels import instance_id
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,8 +106,10 @@ def _stages(
     dest = scratch / "tree"
     try:
         applied = apply_proposal(base, parsed, dest)
-    except PatchRejected as exc:
-        return True, "changes nothing" in exc.reason, "changes nothing" in exc.reason
+    except NoChange:
+        return True, True, True  # lands, and compiles as its base did; the screen refuses it
+    except PatchRejected:
+        return True, False, False
     try:
         static_check(applied, policy)
         return True, True, True
@@ -116,19 +119,20 @@ def _stages(
         shutil.rmtree(dest, ignore_errors=True)
 
 
-async def _screen(loop: ImprovementLoop, cid: int) -> tuple[bool, bool | None, bool | None]:
+async def _screen(
+    loop: ImprovementLoop, cid: int, snapshot: PolicySnapshot
+) -> tuple[bool, bool | None, bool | None]:
     """(passes smoke, passes the dev screen, changes dev behaviour) of a recorded candidate,
     by the pipeline's own stages before the held-out test (smoke, dev screen, dev change:
-    ``BEFORE_HELDOUT``), under one policy snapshot as the pipeline takes it. Its verdict is
-    recorded; one that would go on is recorded as having reached the held-out stage."""
+    ``BEFORE_HELDOUT``), under ``snapshot``, the policy it was proposed under. Its verdict
+    is recorded; one that would go on is recorded as having reached the held-out stage."""
     rt, lineage = loop.rt, loop.lineage
-    snapshot = rt.snapshot()
     cand = await anyio.to_thread.run_sync(lineage.candidate, cid)
     parent = await anyio.to_thread.run_sync(lineage.get, cand.parent_version_id)
     tree = await anyio.to_thread.run_sync(intake.materialise, lineage, cid, rt.work_dir)
     try:
         run = CandidateEvaluation(loop.pipeline, cid, parent, tree, cand.patch, snapshot)
-        used = PolicyUsed(path=str(snapshot.path), sha256=snapshot.sha256)
+        used = policy_used(snapshot)
         verdict = await run_stages(BEFORE_HELDOUT, run, snapshot.policy, used)
     finally:
         shutil.rmtree(tree.parent, ignore_errors=True)
@@ -166,11 +170,14 @@ async def bench(
             lineage = Lineage(store, loaded.harnesses_dir)
             seed: Version = lineage.init_seed(ROOT / "seeds" / "minimal")
             loop = ImprovementLoop(rt, lineage, LoopControl())
-            parent_dev = await loop.pipeline.baseline(seed, "dev", policy.models.primary)
+            snapshot = rt.snapshot()  # the one policy every proposal here is made under
+            parent_dev = await loop.pipeline.baseline(
+                seed, "dev", policy.models.primary, policy=snapshot.policy
+            )
             print(f"seed on dev: {parent_dev.accuracy:.0%} of {parent_dev.n}", flush=True)
             with tempfile.TemporaryDirectory() as bases:
                 while len(rows) < n:
-                    ask = await loop.prepare_proposal(Path(bases) / f"p{len(rows)}")
+                    ask = await loop.prepare_proposal(Path(bases) / f"p{len(rows)}", snapshot)
                     drawn: list[tuple[Row, intake.Submitted]] = []
                     for _ in range(min(policy.proposer.samples, n - len(rows))):
                         drawn.append(await _draw(loop, ask, store, seed, policy.patch, scratch))
@@ -180,7 +187,7 @@ async def bench(
                         )
                         if sub.accepted_for_evaluation and not late:
                             row.smoke, row.dev_screen, row.changes_dev = await _screen(
-                                loop, sub.candidate_id
+                                loop, sub.candidate_id, snapshot
                             )
                         elif sub.accepted_for_evaluation:
                             row.screened = False

@@ -34,7 +34,7 @@ from daemon.errors import (
 )
 from daemon.evaluation.coverage import CodemapError
 from daemon.gateway.handler import NoSuchTool, ToolCallError
-from daemon.patches.model import PatchRejected
+from daemon.patches.model import NoChange, PatchRejected
 from daemon.patches.tree import TreeError
 from daemon.suites.base import EnvironmentFailed, UnknownTask
 
@@ -58,6 +58,7 @@ WIRE_CODES: dict[type[HarnessdError], ErrorCode] = {
     StaleParent: ErrorCode.STALE_PARENT,
     # A patch, or the harness tree it makes, is refused.
     PatchRejected: ErrorCode.INVALID_PATCH,
+    NoChange: ErrorCode.INVALID_PATCH,
     TreeError: ErrorCode.INVALID_PATCH,
     CodemapError: ErrorCode.INVALID_PATCH,
     # A dependency is down: the work can be done again once it is back.

@@ -37,7 +37,7 @@ from daemon.improve.intake import Submitted, check_text
 from daemon.improve.loop import LoopControl
 from daemon.improve.power_report import power_table
 from daemon.improve.review import Awaiting, ReviewDesk
-from daemon.lineage import Candidate, Lineage, Version
+from daemon.lineage import Candidate, CandidateState, Lineage, Version
 from daemon.live import private_suites
 from daemon.live.harness import LiveHarness
 from daemon.patches import AppliedPatch
@@ -191,7 +191,8 @@ class ControlApi:
                 for i, c in enumerate(self.d.control.waiting(), start=1)
             ],
             "awaiting_review": [
-                c.id for c in reversed(self.d.lineage.candidates(state="awaiting_review"))
+                c.id
+                for c in reversed(self.d.lineage.candidates(state=CandidateState.AWAITING_REVIEW))
             ],
             "live": {
                 "version": version.name,
@@ -290,7 +291,7 @@ class ControlApi:
             "versions": versions,
             "candidates": cands,
             "history": [
-                {"ts": h.ts, "version": h.version_name, "reason": h.reason}
+                {"ts": h.ts, "version": h.version_name, "reason": h.summary}
                 for h in self.d.lineage.history()
             ],
         }

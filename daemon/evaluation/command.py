@@ -19,7 +19,7 @@ from daemon.config.settings import LoadedSettings, load_settings
 from daemon.config.statedir import prepare_state_dir
 from daemon.errors import ConfigError
 from daemon.evaluation.evaluator import Subject, evaluate
-from daemon.evaluation.report import EvalReport, TaskResult
+from daemon.evaluation.report import EvalReport, Split, TaskResult
 from daemon.evaluation.runtime import eval_instance, open_runtime
 from daemon.store import Store
 from daemon.suites import check_suite, load_suite
@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--split",
-        choices=["dev", "heldout", "all"],
+        choices=[s.value for s in (Split.DEV, Split.HELDOUT, Split.ALL)],
         help="which tasks: the policy's dev or held-out split, or all of the suite in its own "
         "order (default: heldout; all for a file: suite named with --suite)",
     )
@@ -52,16 +52,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     loaded = load_settings(args.config)
-    policy_path = args.policy or loaded.policy_path
+    # --policy names another file than the configured one.
+    policy_path = loaded.policy_path if args.policy is None else args.policy
     policy = load_policy(policy_path)
     if args.suite:
         # One suite, named on the command line: a relative file: path is the caller's.
         suite = policy.suite.model_copy(update={"name": args.suite, "heldout_suite": None})
         policy = resolve_suite_paths(policy.model_copy(update={"suite": suite}), Path.cwd())
     if args.split is None:
-        args.split = "all" if (args.suite or "").startswith("file:") else "heldout"
+        args.split = Split.ALL if (args.suite or "").startswith("file:") else Split.HELDOUT
+    args.split = Split(args.split)
     # The suite is read and checked before anything starts (a bad task file stops here).
-    if args.split == "all":
+    if args.split == Split.ALL:
         load_suite(policy.suite.name, loaded.cache_dir)
     else:
         check_suite(policy, loaded.cache_dir)
@@ -102,12 +104,14 @@ async def _evaluate(
         async with open_runtime(
             loaded, holder, store, instance=instance, executor=args.executor
         ) as rt:
-            suite = await rt.load_suite()  # reads the suite's data: not on the event loop
-            if args.split == "all":
+            # The one policy this evaluation runs under, read once.
+            policy = holder.get()
+            suite = await rt.load_suite(policy=policy)
+            if args.split == Split.ALL:
                 ids = suite.task_ids()
             else:
-                splits = await rt.load_splits()
-                ids = splits.dev if args.split == "dev" else splits.heldout
+                splits = await rt.load_splits(policy=policy)
+                ids = splits.dev if args.split == Split.DEV else splits.heldout
             if args.limit:
                 ids = ids[: args.limit]
             subject = Subject(harness_dir=harness, label=harness.name)
@@ -132,8 +136,9 @@ async def _evaluate(
                     split=args.split,
                     task_ids=ids,
                     model=model,
-                    keep_transcripts=args.split == "dev",
+                    keep_transcripts=args.split == Split.DEV,
                     on_result=tick,
+                    policy=policy,
                 )
     finally:
         store.close()

@@ -50,6 +50,7 @@ from daemon.evaluation.provenance import (
 from daemon.evaluation.report import (
     CoverageReport,
     EvalReport,
+    Split,
     TaskResult,
     build_report,
     truncate_output,
@@ -62,7 +63,6 @@ from daemon.gateway.ledger import Charge
 from daemon.providers.base import Purpose
 from daemon.suites.base import CheckResult, Suite, ToolSuite
 from daemon.tasks import Task
-from sandbox.limits import Limits
 
 log = logging.getLogger("harnessd.evaluator")
 
@@ -148,11 +148,11 @@ async def run_one(
     model: str,
     run_id: str,
     *,
+    policy: Policy,
     purpose: Purpose = "solve",
     keep_transcript: bool = False,
     executor: Executor | None = None,
     decoy: Task | None = None,
-    limits: Limits | None = None,
     exchanges: list[Exchange] | None = None,
     fixed: frozenset[str] = frozenset(),
     origins: Origins | None = None,
@@ -162,14 +162,15 @@ async def run_one(
     With ``suite`` None (a free-text question) there is nothing to verify: ``passed`` is
     False and the caller should not report it. ``executor``: where the unit runs (default:
     this machine); the verdict is computed here either way. With ``decoy``, the model answers
-    the decoy task's question instead (the harness is not told). ``limits``: the sandbox's
-    (default: the live policy's), for the task's container and a code check alike.
+    the decoy task's question instead (the harness is not told). ``policy``: the one
+    the run is held to (its sandbox limits, for the task's container and a code check
+    alike).
     ``exchanges``: filled with the run's model exchanges as they happen (the live endpoint
     answers with the model's last reply when a harness chose no call). ``fixed``: the
     harness's fixed block for the provenance check; ``origins`` collects what finding one
     over a run needs.
     """
-    limits = limits or rt.limits()
+    limits = rt.limits(policy)
     charge = Charge(
         model=model,
         purpose=purpose,
@@ -261,7 +262,7 @@ async def evaluate(
     rt: Runtime,
     subject: Subject,
     *,
-    split: str,
+    split: Split,
     task_ids: list[str],
     model: str,
     suite_spec: str | None = None,
@@ -270,7 +271,7 @@ async def evaluate(
     on_result: Callable[[TaskResult, int, int], None] | None = None,
     decoys: Mapping[str, str] | None = None,
     conditions: str | None = None,
-    policy: Policy | None = None,
+    policy: Policy,
     order: TaskOrder | None = None,
     fixed: frozenset[str] | None = None,
 ) -> EvalReport:
@@ -279,8 +280,9 @@ async def evaluate(
     ``decoys``: task id -> the id of the task whose question the model answers instead.
     ``conditions``: the key of everything that changes the result (for baseline reuse).
     ``policy``: the policy the whole evaluation runs under (its suite, sandbox limits,
-    concurrency, and per-task and per-evaluation token budgets); default: the live one,
-    read once here, so a reload mid-evaluation does not change them. ``order``: a front
+    concurrency, and per-task and per-evaluation token budgets), whatever the live policy
+    becomes meanwhile: a candidate's snapshot, or the policy a caller outside a candidate
+    read once. ``order``: a front
     shared with other evaluations (:mod:`daemon.evaluation.pairing`), which then decides when
     each task starts instead of this evaluation's own concurrency limit. An evaluation that
     ends early (stopped, an outage, a stop of the daemon) keeps what completed: its row says
@@ -290,8 +292,6 @@ async def evaluate(
     again with it at the end (a run that ``stop_when`` reads as it goes needs one given, or
     its solves are judged without one).
     """
-    policy = policy or rt.policy.get()
-    limits = rt.limits(policy)
     suite = await rt.load_suite(suite_spec, policy=policy)
     run_id = f"ev-{uuid.uuid4().hex[:12]}"
     total = len(task_ids)
@@ -334,7 +334,7 @@ async def evaluate(
                 keep_transcript=keep_transcripts,
                 executor=rt.executor,
                 decoy=decoy,
-                limits=limits,
+                policy=policy,
                 fixed=known,
                 origins=origins,
             )

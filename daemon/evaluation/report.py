@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,6 +19,17 @@ from daemon.evaluation.coverage import NeverExecuted
 from daemon.tasks import TaskError
 
 OUTPUT_PREVIEW = 2000
+
+
+class Split(StrEnum):
+    """Which tasks an evaluation ran, and what for (an ``evaluations`` row's ``split``)."""
+
+    SMOKE = "smoke"  # the first dev task: does the candidate run at all
+    DEV = "dev"
+    HELDOUT = "heldout"
+    DECOY = "decoy"  # held-out wins again, each with another task's question
+    MATCHED = "matched"  # the parent's held-out tasks again (compute-matched votes)
+    ALL = "all"  # every task of a suite (``harnessd eval --split all``)
 
 
 class TaskResult(BaseModel):
@@ -61,7 +73,7 @@ class EvalReport(BaseModel):
     version: str | None = None
     candidate_id: int | None = None
     suite: str
-    split: str
+    split: Split
     model: str
     n: int
     accuracy: float
@@ -123,7 +135,7 @@ def build_report(
     *,
     run_id: str,
     suite: str,
-    split: str,
+    split: Split,
     model: str,
     tasks: list[TaskResult],
     coverage: CoverageReport,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from daemon.evaluation.report import EvalReport, TaskResult, stored_report
+from daemon.evaluation.report import EvalReport, Split, TaskResult, stored_report
 from daemon.store import Store
 
 
@@ -20,7 +20,7 @@ class StoredRun:
     """One evaluation row as ``harnessctl show`` lists it."""
 
     run_id: str
-    split: str
+    split: Split
     model: str
     state: str
     report: EvalReport | None
@@ -33,7 +33,7 @@ def record_start(
     version_id: int | None,
     candidate_id: int | None,
     suite: str,
-    split: str,
+    split: Split,
     model: str,
     conditions: str | None = None,
 ) -> None:
@@ -113,9 +113,8 @@ def latest_version_reports(store: Store, version_id: int) -> list[EvalReport]:
     """The newest finished dev and held-out report of a version per (split, model)."""
     rows = store.query(
         "SELECT split, model, report FROM evaluations WHERE version_id=? AND "
-        "candidate_id IS NULL AND state='done' AND split IN ('dev','heldout') "
-        "ORDER BY id DESC",
-        (version_id,),
+        "candidate_id IS NULL AND state='done' AND split IN (?, ?) ORDER BY id DESC",
+        (version_id, Split.DEV, Split.HELDOUT),
     )
     seen: set[tuple[str, str]] = set()
     reports = []
@@ -141,7 +140,7 @@ def runs_of(
     return [
         StoredRun(
             r["run_id"],
-            r["split"],
+            Split(r["split"]),
             r["model"],
             r["state"],
             stored_report(r["report"]) if r["report"] else None,
@@ -158,7 +157,7 @@ class FinishedRun:
     version_id: int | None
     candidate_id: int | None
     suite: str
-    split: str
+    split: Split
     model: str
     state: str
     report: EvalReport
@@ -176,7 +175,7 @@ def finished_runs(store: Store) -> list[FinishedRun]:
             r["version_id"],
             r["candidate_id"],
             r["suite"],
-            r["split"],
+            Split(r["split"]),
             r["model"],
             r["state"],
             stored_report(r["report"]),
@@ -195,7 +194,7 @@ def tasks_run_by_split(store: Store) -> dict[str, int]:
     return {str(r["split"]): int(r["n"] or 0) for r in rows}
 
 
-def candidates_run_on(store: Store, split: str) -> set[int]:
+def candidates_run_on(store: Store, split: Split) -> set[int]:
     """Ids of the candidates with any evaluation on ``split`` (just the ids: for the
     proposer, whether a candidate reached the held-out stage is all it may learn of it)."""
     rows = store.query(
@@ -205,10 +204,10 @@ def candidates_run_on(store: Store, split: str) -> set[int]:
     return {int(r["candidate_id"]) for r in rows}
 
 
-PROPOSER_SPLITS = ("smoke", "dev")
+PROPOSER_SPLITS = (Split.SMOKE, Split.DEV)
 
 
-def proposer_reports(store: Store, candidate_ids: list[int]) -> dict[int, dict[str, EvalReport]]:
+def proposer_reports(store: Store, candidate_ids: list[int]) -> dict[int, dict[Split, EvalReport]]:
     """The newest finished smoke and dev report of each candidate, ``{id: {split: report}}``.
 
     Only those splits are ever read here: this is what the proposer's archive is built from.
@@ -222,7 +221,8 @@ def proposer_reports(store: Store, candidate_ids: list[int]) -> dict[int, dict[s
         "AND state IN ('done','stopped') ORDER BY id",
         (*candidate_ids, *PROPOSER_SPLITS),
     )
-    found: dict[int, dict[str, EvalReport]] = {}
+    found: dict[int, dict[Split, EvalReport]] = {}
     for row in rows:
-        found.setdefault(int(row["candidate_id"]), {})[row["split"]] = stored_report(row["report"])
+        reports = found.setdefault(int(row["candidate_id"]), {})
+        reports[Split(row["split"])] = stored_report(row["report"])
     return found

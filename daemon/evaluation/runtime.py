@@ -7,9 +7,12 @@ behind (containers labelled with this state dir's instance id, per-run directori
 what to do when the engine returns (reap what the lost engine left, check the image).
 
 The live policy can change at any time (a reload). Whatever must hold one policy from start
-to end takes a :class:`PolicySnapshot` (a candidate's evaluation, from its first stage to
-its verdict) or passes one :class:`~daemon.config.policy.Policy` down (one evaluation: its
-suite, sandbox limits, concurrency and per-task/per-evaluation token budgets). The policy's
+to end takes a :class:`PolicySnapshot` (a candidate, from its proposal to its verdict) or
+passes one :class:`~daemon.config.policy.Policy` down (one evaluation: its suite, sandbox
+limits, concurrency and per-task/per-evaluation token budgets). Every method here that
+measures, limits or loads by a policy takes it as a required argument, so no caller can
+fall back on the live policy by forgetting one: a caller outside a candidate (the live
+harness, ``harnessd eval``, status) reads the policy in force once and passes it. The policy's
 suite is the one with counterfactual held-out copies when ``[suite] counterfactual`` is on.
 Loading a suite can read a data wheel: async code awaits :meth:`Runtime.load_suite` and
 :meth:`Runtime.load_splits`, which do it in a worker thread.
@@ -176,9 +179,9 @@ class Runtime:
         finally:
             self._run_budgets.pop(run_id, None)
 
-    def limits(self, policy: Policy | None = None) -> Limits:
-        """The sandbox limits of ``policy`` (default: the live one)."""
-        s = (policy or self.policy.get()).sandbox
+    def limits(self, policy: Policy) -> Limits:
+        """The sandbox limits of ``policy``."""
+        s = policy.sandbox
         return Limits(
             memory_mb=s.memory_mb,
             cpus=s.cpus,
@@ -208,47 +211,49 @@ class Runtime:
             )
         return model
 
-    def suite(self, spec: str | None = None, *, policy: Policy | None = None) -> Suite:
-        """The suite named by ``spec``, or the policy's (both of them, when it mixes two);
-        ``policy`` defaults to the live one. Blocking the first time a suite is used (it may
-        read a data wheel; suites are then kept per process): from a worker thread, or
-        await :meth:`load_suite`."""
+    def named_suite(self, spec: str) -> Suite:
+        """The suite ``spec`` names (``bfcl:simple``, ``file:PATH``), whatever the policy
+        says. Blocking the first time a suite is used, like :meth:`suite`."""
+        return load_suite(spec, self.loaded.cache_dir)
+
+    def suite(self, spec: str | None = None, *, policy: Policy) -> Suite:
+        """The suite named by ``spec``, or ``policy``'s (both of them, when it mixes two).
+        Blocking the first time a suite is used (it may read a data wheel; suites are then
+        kept per process): from a worker thread, or await :meth:`load_suite`."""
         if spec:
-            return load_suite(spec, self.loaded.cache_dir)
-        p = (policy or self.policy.get()).suite
+            return self.named_suite(spec)
+        p = policy.suite
         return evaluated_suite(p, self.loaded.cache_dir, p.split_seed or self.split_secret)
 
-    def splits(self, spec: str | None = None, *, policy: Policy | None = None) -> Splits:
-        """The policy's splits, or those of the suite ``spec`` alone (the security gate's
-        injection suite), split with the same seed and sizes. Blocking like :meth:`suite`:
-        from a worker thread, or await :meth:`load_splits`."""
-        p = (policy or self.policy.get()).suite
+    def splits(self, spec: str | None = None, *, policy: Policy) -> Splits:
+        """``policy``'s splits, or those of the suite ``spec`` alone (the security gate's
+        injection suite), split with ``policy``'s seed and sizes. Blocking like
+        :meth:`suite`: from a worker thread, or await :meth:`load_splits`."""
+        p = policy.suite
         seed = p.split_seed or self.split_secret
         if not spec:
             return policy_splits(p, self.loaded.cache_dir, seed)
         return split(
-            self.suite(spec).task_ids(),
+            self.named_suite(spec).task_ids(),
             seed=seed,
             dev_size=p.dev_size,
             heldout_size=p.heldout_size,
             suite=f"suite '{spec}'",
         )
 
-    async def load_suite(self, spec: str | None = None, *, policy: Policy | None = None) -> Suite:
+    async def load_suite(self, spec: str | None = None, *, policy: Policy) -> Suite:
         """:meth:`suite`, in a worker thread."""
-        chosen = policy or self.policy.get()
-        return await anyio.to_thread.run_sync(lambda: self.suite(spec, policy=chosen))
+        return await anyio.to_thread.run_sync(lambda: self.suite(spec, policy=policy))
 
-    async def load_splits(self, spec: str | None = None, *, policy: Policy | None = None) -> Splits:
+    async def load_splits(self, spec: str | None = None, *, policy: Policy) -> Splits:
         """:meth:`splits`, in a worker thread."""
-        chosen = policy or self.policy.get()
-        return await anyio.to_thread.run_sync(lambda: self.splits(spec, policy=chosen))
+        return await anyio.to_thread.run_sync(lambda: self.splits(spec, policy=policy))
 
-    def code_checker(self, limits: Limits | None = None) -> DockerCodeChecker:
+    def code_checker(self, limits: Limits) -> DockerCodeChecker:
         return DockerCodeChecker(
             self.engine,
             self.image,
-            limits or self.limits(),
+            limits,
             self.labels(),
             temp_parent=self.runs_dir,
         )

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from daemon.acceptance.spending import LineageBudget, NextTest
+from daemon.lineage.records import FINAL_STATES, CandidateState
 from daemon.store import Store
 
 TestState = Literal["running", "awaiting_review", "promoted", "not_promoted", "void"]
@@ -204,7 +205,9 @@ def decide_review(store: Store, candidate_id: int, promoted: bool) -> bool:
         return cursor.rowcount > 0
 
 
-def settle_reviewed(store: Store, state_of: Callable[[int], str]) -> list[tuple[int, TestState]]:
+def settle_reviewed(
+    store: Store, state_of: Callable[[int], CandidateState]
+) -> list[tuple[int, TestState]]:
     """At start-up: a test still ``awaiting_review`` whose candidate was decided (a stop
     fell between the lineage's commit and this table's) takes the decision: ``promoted``
     if the candidate is accepted, ``not_promoted`` if rejected. Tests whose candidate
@@ -212,13 +215,16 @@ def settle_reviewed(store: Store, state_of: Callable[[int], str]) -> list[tuple[
     settled: list[tuple[int, TestState]] = []
     for cid in awaiting(store):
         state = state_of(cid)
-        if state in ("accepted", "rejected"):
-            decide_review(store, cid, state == "accepted")
-            settled.append((cid, "promoted" if state == "accepted" else "not_promoted"))
+        if state in FINAL_STATES:
+            promoted = state == CandidateState.ACCEPTED
+            decide_review(store, cid, promoted)
+            settled.append((cid, "promoted" if promoted else "not_promoted"))
     return settled
 
 
-def settle_running(store: Store, state_of: Callable[[int], str]) -> list[tuple[int, TestState]]:
+def settle_running(
+    store: Store, state_of: Callable[[int], CandidateState]
+) -> list[tuple[int, TestState]]:
     """At start-up: a test still ``running`` was cut short by a stop or a crash. It becomes
     ``promoted`` if its candidate was in fact promoted (the promotion commits before the
     ledger row is updated), ``awaiting_review`` if its candidate was held for review (the
@@ -231,9 +237,9 @@ def settle_running(store: Store, state_of: Callable[[int], str]) -> list[tuple[i
         lineage_state = state_of(cid)
         state: TestState = (
             "promoted"
-            if lineage_state == "accepted"
+            if lineage_state == CandidateState.ACCEPTED
             else "awaiting_review"
-            if lineage_state == "awaiting_review"
+            if lineage_state == CandidateState.AWAITING_REVIEW
             else "void"
         )
         with store.tx() as conn:

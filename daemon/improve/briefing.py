@@ -22,50 +22,40 @@ saw the held-out figures) never reach the proposer.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection
 
 from daemon.evaluation import results
-from daemon.evaluation.report import EvalReport
+from daemon.evaluation.report import EvalReport, Split
+from daemon.improve.pipeline import FROM_HELDOUT
 from daemon.improve.proposer import edit_protocol
 from daemon.improve.proposer.archive import ArchiveEntry
 from daemon.improve.proposer.search import Node
-from daemon.lineage import Candidate, Lineage, Version
-from daemon.lineage.records import AWAITING_REVIEW, REVIEW_STAGE
+from daemon.lineage import Candidate, CandidateState, Lineage, Version
 from daemon.patches import ParseFailure
 from daemon.patches.operations import SetConstant
 from daemon.store import Store
 from daemon.verdict import Gate
 
-HELDOUT_STAGES = frozenset({"heldout", "panel", "done", "promoted", REVIEW_STAGE})
-_DUPLICATE = re.compile(r"^duplicate of c(\d+)")
-
 
 def reached_heldout(cand: Candidate, heldout_ids: Collection[int]) -> bool:
     """Whether the candidate got to the held-out stage (ran on it, or got a verdict there)."""
-    if cand.id in heldout_ids or cand.state == "accepted" or cand.stage in HELDOUT_STAGES:
+    if cand.id in heldout_ids or cand.state == CandidateState.ACCEPTED:
         return True
-    return cand.verdict is not None and cand.verdict.stage in HELDOUT_STAGES
+    if cand.stage in FROM_HELDOUT:
+        return True
+    return cand.verdict is not None and cand.verdict.stage in FROM_HELDOUT
 
 
 def outcome(cand: Candidate, reached: bool) -> str:
     """A candidate's outcome as the proposer may see it (``reached``: it got to held-out)."""
     if reached:
-        return "promoted" if cand.state == "accepted" else "not promoted"
+        return "promoted" if cand.state == CandidateState.ACCEPTED else "not promoted"
     verdict = cand.verdict
     if verdict is None:
         return f"{cand.state} at {cand.stage}" if cand.stage else cand.state
     notes = [g.note for g in verdict.gates if g.note and not g.skipped]
     tail = f" ({'; '.join(notes)})" if notes else ""
     return f"rejected at {verdict.stage}: {verdict.reason}{tail}"
-
-
-def duplicate_of(cand: Candidate) -> int | None:
-    """The earlier candidate this one repeated, if it was rejected as a duplicate."""
-    if cand.verdict is None or cand.verdict.stage != "static":
-        return None
-    match = _DUPLICATE.match(cand.verdict.reason)
-    return int(match[1]) if match else None
 
 
 def archive_entries(
@@ -79,11 +69,13 @@ def archive_entries(
 ) -> list[ArchiveEntry]:
     """The ``considered`` latest candidates as the proposer may see them, oldest first
     (blocking: call it in a worker thread)."""
-    cands = [c for c in lineage.candidates(limit=considered) if c.state != AWAITING_REVIEW]
+    cands = [
+        c for c in lineage.candidates(limit=considered) if c.state != CandidateState.AWAITING_REVIEW
+    ]
     repeats: dict[int, list[int]] = {}
     originals: list[Candidate] = []
     for cand in cands:
-        first = duplicate_of(cand)
+        first = cand.duplicate_of
         if first is not None and any(c.id == first for c in cands):
             repeats.setdefault(first, []).append(cand.id)
         else:
@@ -107,10 +99,10 @@ def archive_entries(
                 raw=cand.raw,
                 outcome=outcome(cand, reached_heldout(cand, heldout_ids)),
                 parent_name=names.get(pid, f"version {pid}"),
-                in_live_history=cand.state == "accepted" and cand.id in ancestry,
+                in_live_history=cand.state == CandidateState.ACCEPTED and cand.id in ancestry,
                 on_live_parent=pid == live.id,
-                smoke=found.get("smoke"),
-                dev=found.get("dev"),
+                smoke=found.get(Split.SMOKE),
+                dev=found.get(Split.DEV),
                 parent_dev=parents[pid],
                 repeats=repeats.get(cand.id, []),
                 base_id=cand.base_candidate_id,
@@ -140,13 +132,13 @@ def search_nodes(
     cands = [
         c
         for c in lineage.candidates(parent=live, limit=considered)
-        if c.patch and c.state != "accepted"
+        if c.patch and c.state != CandidateState.ACCEPTED
     ]
     reports = results.proposer_reports(store, [c.id for c in cands])
     nodes = [Node(None, sum(t.passed for t in live_dev.tasks), live_dev.n)]
     devs: dict[int, EvalReport] = {}
     for cand in sorted(cands, key=lambda c: c.id):
-        dev = reports.get(cand.id, {}).get("dev")
+        dev = reports.get(cand.id, {}).get(Split.DEV)
         if dev is None or dev.model != live_dev.model or sorted(t.id for t in dev.tasks) != wanted:
             continue
         devs[cand.id] = dev
@@ -159,7 +151,7 @@ def _latest_dev(store: Store, version_id: int, model: str) -> EvalReport | None:
     runs = [
         r
         for r in results.runs_of(store, version_id=version_id)
-        if r.split == "dev" and r.model == model and r.state == "done" and r.report is not None
+        if r.split == Split.DEV and r.model == model and r.state == "done" and r.report is not None
     ]
     return runs[-1].report if runs else None
 

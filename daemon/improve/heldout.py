@@ -35,7 +35,7 @@ from daemon.acceptance.rule import AcceptanceState, Outcome, begin, observe
 from daemon.acceptance.spending import NextTest
 from daemon.config.policy import Policy
 from daemon.evaluation.pairing import TaskOrder
-from daemon.evaluation.report import CoverageReport, EvalReport, TaskResult, build_report
+from daemon.evaluation.report import CoverageReport, EvalReport, Split, TaskResult, build_report
 from daemon.evaluation.runtime import Runtime
 from daemon.improve import alpha_ledger
 from daemon.improve.alpha_ledger import PinnedSettings
@@ -218,7 +218,7 @@ def _merged(reports: list[EvalReport], mine: dict[str, TaskResult], fed: list[st
     return build_report(
         run_id=last.run_id if last else "",
         suite=last.suite if last else "",
-        split="heldout",
+        split=Split.HELDOUT,
         model=last.model if last else "",
         tasks=[mine[t] for t in fed],
         coverage=CoverageReport(executed={k: sorted(v) for k, v in sorted(executed.items())}),

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from daemon.config.policy import PatchPolicy
-from daemon.lineage import CandidateSource, Lineage, NewCandidate, Version
+from daemon.lineage import CandidateSource, CandidateState, Lineage, NewCandidate, Version
 from daemon.patches import (
     AppliedPatch,
     ParseFailure,
@@ -30,7 +30,7 @@ from daemon.patches import (
     static_check,
 )
 from daemon.patches.tree import diff_trees
-from daemon.verdict import Verdict
+from daemon.verdict import Stage, Verdict
 
 RATIONALE_LIMIT = 2000
 TREE = "tree"
@@ -85,9 +85,18 @@ def check_text(
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """Why a candidate's applied tree is not worth evaluating: ``reason`` for people, and
+    ``duplicate_of``, the earlier candidate whose program it repeats (None: not that)."""
+
+    reason: str
+    duplicate_of: int | None = None
+
+
 # Given a candidate's applied tree, why it is not worth evaluating (a duplicate of something
 # tried before, no change to the program), or None when it should go on.
-Screen = Callable[[Path], str | None]
+Screen = Callable[[Path], Refusal | None]
 
 
 def record(
@@ -174,7 +183,8 @@ def record_parsed(
             )
         refused = screen(result.dest_dir) if screen is not None else None
         if refused is not None:
-            return _rejected(lineage, new, refused)
+            new = replace(new, duplicate_of=refused.duplicate_of)
+            return _rejected(lineage, new, refused.reason)
         cid = lineage.add_candidate(new)
         final = candidate_dir(work_dir, cid)
         shutil.rmtree(final, ignore_errors=True)  # ids only grow: a leftover of a crash
@@ -185,8 +195,10 @@ def record_parsed(
 
 
 def _rejected(lineage: Lineage, new: NewCandidate, reason: str) -> Submitted:
-    verdict = Verdict(decision="reject", stage="static", reason=reason)
-    cid = lineage.add_candidate(new, state="rejected", stage="static", verdict=verdict)
+    verdict = Verdict(decision="reject", stage=Stage.STATIC, reason=reason)
+    cid = lineage.add_candidate(
+        new, state=CandidateState.REJECTED, stage=Stage.STATIC, verdict=verdict
+    )
     return Submitted(cid, False, reason, new.patch)
 
 

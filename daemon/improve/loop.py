@@ -1,7 +1,11 @@
 """The improvement loop: propose, record, evaluate, decide; again, within the budgets.
 
 Each cycle takes an external patch if one is queued (``harnessctl propose``), otherwise asks
-the proposer model for one. Both go through the same stages. The loop waits while paused,
+the proposer model for one. Both go through the same stages. One policy per candidate: a
+cycle reads the policy in force once, when it begins (a :class:`PolicySnapshot`), and the
+candidate it proposes is asked for, recorded (the static stage's limits) and evaluated under
+that snapshot alone; a person's patch keeps the snapshot of its submission, and a candidate
+that waits (behind a person's patch) keeps its own while it waits. The loop waits while paused,
 while the policy disables it, while a daemon-wide token window (hour, day, proposer) is
 spent, and while a dependency is down (:mod:`daemon.evaluation.health`), and says so in
 the event log each time it starts or stops waiting.
@@ -23,11 +27,13 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskStatus
 
+from daemon.config.policy import Policy
 from daemon.errors import BudgetExceeded, ProviderError, SandboxError, Unavailable, first_outage
 from daemon.evaluation import results
 from daemon.evaluation.coverage import read_sources
 from daemon.evaluation.health import describe
-from daemon.evaluation.runtime import Runtime
+from daemon.evaluation.report import Split
+from daemon.evaluation.runtime import PolicySnapshot, Runtime
 from daemon.gateway import ledger
 from daemon.gateway.ledger import Charge
 from daemon.gateway.metering import MeteredModel
@@ -45,7 +51,7 @@ from daemon.improve.proposer.prompt import (
 )
 from daemon.improve.proposer.search import choose_base
 from daemon.improve.tried import TriedPrograms
-from daemon.lineage import CandidateSource, Lineage, Version
+from daemon.lineage import CandidateSource, CandidateState, Lineage, Version
 from daemon.patches import ParseFailure, PatchRejected, Proposal, parse_proposal
 from daemon.patches.identity import fingerprint
 from daemon.patches.operations import Operation
@@ -56,7 +62,7 @@ from daemon.patches.targets import (
     without_constants,
 )
 from daemon.providers.base import Capabilities, ChatRequest, Message
-from daemon.verdict import Verdict
+from daemon.verdict import Stage, Verdict
 
 log = logging.getLogger("harnessd.loop")
 
@@ -93,6 +99,8 @@ class LoopControl:
     queue: list[int] = field(default_factory=list)
     # The loop's own candidates that a person's patch overtook, waiting behind the queue.
     own: list[int] = field(default_factory=list)
+    # The policy each waiting candidate was recorded under: it is evaluated under the same.
+    recorded_under: dict[int, PolicySnapshot] = field(default_factory=dict)
     # The candidate under evaluation now (None: none).
     current: int | None = None
     wake: anyio.Event = field(default_factory=anyio.Event)
@@ -109,6 +117,20 @@ class LoopControl:
         order = self.waiting()
         return order.index(cid) + 1 if cid in order else None
 
+    def enqueue(self, cid: int, snapshot: PolicySnapshot, *, own: bool = False) -> None:
+        """``cid`` waits for the pipeline (a person's patch, or with ``own`` the loop's), to
+        be evaluated under ``snapshot``, the policy it was recorded under."""
+        (self.own if own else self.queue).append(cid)
+        self.recorded_under[cid] = snapshot
+
+    def next_waiting(self) -> tuple[int, PolicySnapshot] | None:
+        """The next candidate to evaluate, with its policy: people's patches first."""
+        line = self.queue or self.own
+        if not line:
+            return None
+        cid = line.pop(0)
+        return cid, self.recorded_under.pop(cid)
+
     def poke(self) -> None:
         self.wake.set()
         self.wake = anyio.Event()
@@ -118,9 +140,19 @@ class LoopControl:
 
 
 @dataclass(frozen=True)
-class Ask:
-    """One prompt to the proposer, sampled once or more."""
+class Waiting:
+    """Why the loop waits: ``why`` for people; ``budget_spent`` when a token window is spent
+    (its event is ``budget.paused``, every other wait's ``loop.waiting``)."""
 
+    why: str
+    budget_spent: bool = False
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One prompt to the proposer, sampled once or more, under one cycle's policy."""
+
+    snapshot: PolicySnapshot
     parent: Version  # the live version: what the candidate is tested against
     model: MeteredModel
     messages: list[Message]
@@ -149,47 +181,50 @@ class ImprovementLoop:
         with anyio.move_on_after(seconds):
             await self.control.wake.wait()
 
-    def _why_waiting(self, external: bool) -> str | None:
+    def _why_waiting(self, external: bool) -> Waiting | None:
+        """Why the loop may not start a cycle now (None: it may). ``external``: a person's
+        patch waits, which neither the loop's own limits nor the proposer's budget hold."""
         policy = self.rt.policy.get()
         if self.control.paused:
-            return "paused (harnessctl resume)"
-        awaiting = self.lineage.candidates(state="awaiting_review")
+            return Waiting("paused (harnessctl resume)")
+        awaiting = self.lineage.candidates(state=CandidateState.AWAITING_REVIEW)
         if awaiting:
             # Its outcome decides the next held-out test's epoch, and the proposer may learn
             # of it only once decided (DESIGN.md, "The review step").
             names = ", ".join(f"c{c.id}" for c in reversed(awaiting))
-            return (
+            return Waiting(
                 f"{names} awaiting review ('harnessctl review', then 'harnessctl approve cN' "
                 "or 'harnessctl reject cN --reason TEXT')"
             )
         if not external:
             if not policy.loop.enabled:
-                return "disabled by the policy ([loop] enabled = false)"
+                return Waiting("disabled by the policy ([loop] enabled = false)")
             if policy.loop.max_cycles and self.control.cycles >= policy.loop.max_cycles:
-                return f"done: {policy.loop.max_cycles} cycles ([loop] max_cycles)"
+                return Waiting(f"done: {policy.loop.max_cycles} cycles ([loop] max_cycles)")
         state = self.rt.guard.window_state()
         scopes = ("hour", "day") if external else ("hour", "day", "proposer")
         spent = [w for w in state.exhausted if w.scope in scopes]
         if spent:
             reopen = max(w.reopens_at or time.time() for w in spent)
             names = ", ".join(f"{w.scope} {w.spent}/{w.limit}" for w in spent)
-            return (
+            return Waiting(
                 f"token budget spent ({names}); resumes at "
-                f"{time.strftime('%H:%M:%S', time.localtime(reopen))}"
+                f"{time.strftime('%H:%M:%S', time.localtime(reopen))}",
+                budget_spent=True,
             )
         return None
 
     async def start_up(self) -> None:
         """Settle held-out tests a stop cut short, and state the power the next one has."""
 
-        def settle() -> list[tuple[int, str]]:
-            def state(cid: int) -> str:
+        def settle() -> list[tuple[int, alpha_ledger.TestState]]:
+            def state(cid: int) -> CandidateState:
                 return self.lineage.candidate(cid).state
 
             running = alpha_ledger.settle_running(self.rt.store, state)
             # A review decided just before a stop, whose ledger row did not follow.
             alpha_ledger.settle_reviewed(self.rt.store, state)
-            return [(c, str(s)) for c, s in running if s != "awaiting_review"]
+            return [(c, s) for c, s in running if s != "awaiting_review"]
 
         for cid, state in await anyio.to_thread.run_sync(settle):
             await self.rt.emit(
@@ -204,7 +239,7 @@ class ImprovementLoop:
     def power_line(self) -> str:
         """One line: the next held-out candidate's alpha and the gain it can detect."""
         policy = self.rt.policy.get()
-        pool = self.rt.splits().heldout
+        pool = self.rt.splits(policy=policy).heldout
         settings = alpha_ledger.pinned(self.rt.store) or wanted_settings(policy, pool)
         budget = alpha_ledger.budget(settings, alpha_ledger.tests(self.rt.store))
         return next_candidate_line(current_row(policy, settings, budget), settings.alpha)
@@ -212,18 +247,18 @@ class ImprovementLoop:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         await self.start_up()
-        waiting_for: str | None = None
+        waiting_for: Waiting | None = None
         while True:
             external = bool(self.control.queue)
-            why = await anyio.to_thread.run_sync(self._why_waiting, external)
-            if why is not None:
-                if why != waiting_for:
+            waiting = await anyio.to_thread.run_sync(self._why_waiting, external)
+            if waiting is not None:
+                if waiting != waiting_for:
                     await self.rt.emit(
-                        "budget.paused" if why.startswith("token budget") else "loop.waiting",
-                        f"improvement loop waiting: {why}",
+                        "budget.paused" if waiting.budget_spent else "loop.waiting",
+                        f"improvement loop waiting: {waiting.why}",
                     )
-                    waiting_for = why
-                self.control.set_activity(f"waiting: {why}")
+                    waiting_for = waiting
+                self.control.set_activity(f"waiting: {waiting.why}")
                 await self._sleep_or_poke(30.0)
                 continue
             if waiting_for is not None:
@@ -241,29 +276,35 @@ class ImprovementLoop:
         after that it stays interrupted. People's patches (``harnessctl propose``) go
         before the loop's own candidates.
         """
+        # This cycle's policy: a candidate proposed now is asked for, recorded and evaluated
+        # under it alone, whatever a reload says meanwhile.
+        snapshot = self.rt.snapshot()
         from_own = not self.control.queue and bool(self.control.own)
-        cid = self._next_waiting()
-        if cid is not None and from_own and await self._superseded(cid):
+        waiting = self.control.next_waiting()
+        if waiting is not None and from_own and await self._superseded(waiting[0]):
             return None
         try:
-            if cid is None:
-                cid = await self._proposal()
-                if cid is not None and self.control.queue:
+            if waiting is None:
+                cid = await self._proposal(snapshot)
+                if cid is None:
+                    return None
+                waiting = (cid, snapshot)
+                if self.control.queue:
                     # A person's patch arrived while the proposer was asked: it goes first,
                     # and takes the earlier (larger) share of alpha if it reaches held-out.
-                    own, cid = cid, self.control.queue.pop(0)
-                    self.control.own.append(own)
+                    self.control.enqueue(cid, snapshot, own=True)
+                    waiting = self.control.next_waiting()
+                    assert waiting is not None
                     await self.rt.emit(
                         "loop.queue",
-                        f"candidate c{cid} (harnessctl propose) is evaluated before the "
-                        f"loop's own c{own}",
-                        candidate=cid,
-                        behind=own,
+                        f"candidate c{waiting[0]} (harnessctl propose) is evaluated before the "
+                        f"loop's own c{cid}",
+                        candidate=waiting[0],
+                        behind=cid,
                     )
-            if cid is None:
-                return None
+            cid, policy = waiting
             self.control.current = cid
-            return await self._evaluate(cid)
+            return await self._evaluate(cid, policy)
         except SandboxError as exc:
             await self.rt.emit("loop.error", f"sandbox unavailable: {exc}", level="error")
             await anyio.sleep(10)
@@ -273,11 +314,6 @@ class ImprovementLoop:
             self.control.current = None
             self.control.set_activity("")
         return None
-
-    def _next_waiting(self) -> int | None:
-        if self.control.queue:
-            return self.control.queue.pop(0)
-        return self.control.own.pop(0) if self.control.own else None
 
     async def _superseded(self, cid: int) -> bool:
         """Whether ``cid``, one of the loop's own candidates that waited behind a person's
@@ -294,9 +330,8 @@ class ImprovementLoop:
                 f"not evaluated: its parent {self.lineage.get(cand.parent_version_id).name} is "
                 f"no longer live ({live.name} was promoted while it waited)"
             )
-            self.lineage.set_candidate(
-                cid, "rejected", "static", Verdict.of("static", [], reason=reason)
-            )
+            verdict = Verdict.of(Stage.STATIC, [], reason=reason)
+            self.lineage.set_candidate(cid, CandidateState.REJECTED, Stage.STATIC, verdict)
             return reason
 
         reason = await anyio.to_thread.run_sync(check)
@@ -306,16 +341,17 @@ class ImprovementLoop:
             "candidate.rejected",
             f"candidate c{cid} rejected at static: {reason}",
             candidate=cid,
-            stage="static",
+            stage=Stage.STATIC,
         )
         return True
 
-    async def _proposal(self) -> int | None:
-        """A proposed candidate's id (None if the proposal went nowhere). Each attempt
-        counts as a cycle, except one an outage cut short: that one is asked again."""
+    async def _proposal(self, snapshot: PolicySnapshot) -> int | None:
+        """A candidate proposed under ``snapshot``: its id (None if the proposal went
+        nowhere). Each attempt counts as a cycle, except one an outage cut short: that one
+        is asked again."""
         while True:
             try:
-                cid = await self._propose()
+                cid = await self._propose(snapshot)
             except BaseException as exc:
                 outage = first_outage(exc)
                 if outage is None:
@@ -326,7 +362,7 @@ class ImprovementLoop:
                 return cid
             await self._wait_out(outage, "asking for a patch again")
 
-    async def _evaluate(self, cid: int) -> Verdict | None:
+    async def _evaluate(self, cid: int, snapshot: PolicySnapshot) -> Verdict | None:
         for attempt in range(1, MAX_REEVALUATIONS + 2):
             if attempt > 1:
                 await self.rt.emit(
@@ -337,7 +373,7 @@ class ImprovementLoop:
                     attempt=attempt,
                 )
             try:
-                return await self.pipeline.run(cid)
+                return await self.pipeline.run(cid, snapshot)
             except BaseException as exc:
                 outage = first_outage(exc)
                 if outage is None:
@@ -374,13 +410,15 @@ class ImprovementLoop:
         parsed: Proposal | ParseFailure | PatchRejected,
         raw: str,
         *,
+        snapshot: PolicySnapshot,
         source: CandidateSource,
         model: str | None,
         rationale: str = "",
         run_id: str = "",
         base: intake.Base | None = None,
     ) -> intake.Submitted:
-        policy = self.rt.policy.get()
+        """Record a proposal as a candidate; the static stage holds it to ``snapshot``'s
+        patch limits."""
 
         def record() -> intake.Submitted:
             self.tried.refresh()
@@ -391,7 +429,7 @@ class ImprovementLoop:
                 raw,
                 source=source,
                 proposer_model=model,
-                policy=policy.patch,
+                policy=snapshot.policy.patch,
                 work_dir=self.rt.work_dir,
                 rationale=rationale,
                 screen=lambda tree: self.tried.screen(parent, tree),
@@ -408,7 +446,7 @@ class ImprovementLoop:
                 "candidate.rejected",
                 f"candidate c{sub.candidate_id} ({source}) rejected at static: {sub.reason}",
                 candidate=sub.candidate_id,
-                stage="static",
+                stage=Stage.STATIC,
             )
             return sub
         built = "" if base is None else f", built on c{base.candidate_id}"
@@ -422,29 +460,32 @@ class ImprovementLoop:
 
     async def submit_external(self, text: str, rationale: str) -> intake.Submitted:
         """Record a person's (or another agent's) patch against the live version; if it
-        passes the static stage it joins the queue, ahead of the next proposal."""
+        passes the static stage it joins the queue, ahead of the next proposal, and is
+        evaluated under the policy in force now."""
+        snapshot = self.rt.snapshot()
         parent = await anyio.to_thread.run_sync(self.lineage.current)
         sub = await self._record(
             parent,
             parse_proposal(text),
             text,
+            snapshot=snapshot,
             source=CandidateSource.EXTERNAL,
             model=None,
             rationale=rationale,
         )
         if sub.accepted_for_evaluation:
-            self.control.queue.append(sub.candidate_id)
+            self.control.enqueue(sub.candidate_id, snapshot)
             self.control.poke()
         return sub
 
-    async def _propose(self) -> int | None:
+    async def _propose(self, snapshot: PolicySnapshot) -> int | None:
         """Sample up to ``[proposer] samples`` proposals from one prompt; each is recorded,
         and the first that passes the static stage (it applies, compiles and is no program
-        tried before) is the cycle's candidate."""
+        tried before) is the cycle's candidate. All under ``snapshot``."""
         scratch = self.rt.work_dir / f"bases-{uuid.uuid4().hex[:8]}"
         try:
-            ask = await self.prepare_proposal(scratch)
-            samples = self.rt.policy.get().proposer.samples
+            ask = await self.prepare_proposal(scratch, snapshot)
+            samples = snapshot.policy.proposer.samples
             for sample in range(1, samples + 1):
                 self.control.set_activity(
                     f"asking {ask.model.ref} for a patch to {ask.base_name} "
@@ -460,13 +501,14 @@ class ImprovementLoop:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(lambda: shutil.rmtree(scratch, ignore_errors=True))
 
-    async def prepare_proposal(self, scratch: Path) -> Ask:
+    async def prepare_proposal(self, scratch: Path, snapshot: PolicySnapshot) -> Ask:
         """The prompt for the chosen base (the live version or one of its candidates, by
-        ``[proposer] search``): its dev report, source, targets, and the archive. A base
-        candidate's tree is materialised under ``scratch`` (the caller removes it)."""
-        policy = self.rt.policy.get()
+        ``[proposer] search``): its dev report, source, targets, and the archive, all under
+        ``snapshot``. A base candidate's tree is materialised under ``scratch`` (the caller
+        removes it)."""
+        policy = snapshot.policy
         parent = await anyio.to_thread.run_sync(self.lineage.current)
-        dev = await self.pipeline.baseline(parent, "dev", policy.models.primary)
+        dev = await self.pipeline.baseline(parent, Split.DEV, policy.models.primary, policy=policy)
         nodes, devs = await anyio.to_thread.run_sync(
             lambda: briefing.search_nodes(self.lineage, self.rt.store, parent, dev)
         )
@@ -512,7 +554,7 @@ class ImprovementLoop:
                 )
                 targets = without_constants(targets, inert)
             archive_text = await anyio.to_thread.run_sync(
-                self._archive, parent, policy.proposer.archive_tokens, False
+                self._archive, parent, policy, policy.proposer.archive_tokens, False
             )
             shown = targets
 
@@ -521,13 +563,15 @@ class ImprovementLoop:
 
             reserve = min(policy.proposer.max_tokens, edit_protocol.REPLY_TOKENS)
             messages = await fitted_prompt(model, reserve, compact, failures, archive_text)
-            return Ask(parent, model, messages, sources, targets, base)
+            return Ask(snapshot, parent, model, messages, sources, targets, base)
         # A capable model: whole transcripts first, then the archive with whole diffs in
         # what is left of [proposer] context_tokens (at least archive_tokens).
         budget = policy.proposer.context_tokens
         failed = failures_within(failures, budget)
         archive_budget = max(policy.proposer.archive_tokens, budget - tokens_of(failed))
-        archive_text = await anyio.to_thread.run_sync(self._archive, parent, archive_budget, True)
+        archive_text = await anyio.to_thread.run_sync(
+            self._archive, parent, policy, archive_budget, True
+        )
 
         def whole(chosen: list[FailedTask], archived: str) -> list[Message]:
             text = failed if len(chosen) == len(failures) else failures_within(chosen, budget)
@@ -535,12 +579,12 @@ class ImprovementLoop:
 
         reserve = policy.proposer.max_tokens
         messages = await fitted_prompt(model, reserve, whole, failures, archive_text)
-        return Ask(parent, model, messages, sources, targets, base)
+        return Ask(snapshot, parent, model, messages, sources, targets, base)
 
     async def sample(self, ask: Ask) -> intake.Submitted | None:
         """One proposal for ``ask``, with a fresh seed, recorded as a candidate (None: the
         proposer's budget refused it)."""
-        policy = self.rt.policy.get().proposer
+        policy = ask.snapshot.policy.proposer
         schema = None
         if ask.targets is not None:
             schema = await anyio.to_thread.run_sync(
@@ -572,6 +616,7 @@ class ImprovementLoop:
             ask.parent,
             parsed,
             text,
+            snapshot=ask.snapshot,
             source=CandidateSource.PROPOSER,
             model=ask.model.ref,
             run_id=run_id,
@@ -596,10 +641,9 @@ class ImprovementLoop:
         ledger, or ran on the split): of each, the proposer learns only whether it was
         promoted (``briefing.outcome``)."""
         held = {t.candidate_id for t in alpha_ledger.tests(self.rt.store)}
-        return held | results.candidates_run_on(self.rt.store, "heldout")
+        return held | results.candidates_run_on(self.rt.store, Split.HELDOUT)
 
-    def _archive(self, live: Version, budget_tokens: int, full: bool) -> str:
-        policy = self.rt.policy.get()
+    def _archive(self, live: Version, policy: Policy, budget_tokens: int, full: bool) -> str:
         entries = briefing.archive_entries(
             self.lineage,
             self.rt.store,

@@ -24,7 +24,7 @@ from daemon.acceptance.eprocess import Counts, TernaryEProcess
 from daemon.acceptance.knobs import Dimension
 from daemon.config.policy import Policy
 from daemon.evaluation.evaluator import Subject, evaluate
-from daemon.evaluation.report import TaskResult
+from daemon.evaluation.report import Split, TaskResult
 from daemon.evaluation.runtime import Runtime
 from daemon.improve.heldout import HeldoutRun, counted
 from daemon.improve.procedure import rule_knobs
@@ -75,7 +75,7 @@ async def compute_matched_gate(
         extra = await evaluate(
             rt,
             parent,
-            split="matched",
+            split=Split.MATCHED,
             task_ids=run.fed,
             model=model,
             policy=policy,

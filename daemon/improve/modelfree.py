@@ -21,6 +21,7 @@ from daemon.acceptance.explain import Decision, run_block
 from daemon.acceptance.observations import PairedOutcome
 from daemon.config.policy import Policy
 from daemon.evaluation.evaluator import Subject, evaluate
+from daemon.evaluation.report import Split
 from daemon.evaluation.runtime import Runtime
 from daemon.improve.heldout import HeldoutRun, counted
 from daemon.improve.procedure import rule_knobs
@@ -61,7 +62,7 @@ async def decoy_check(
     report = await evaluate(
         rt,
         subject,
-        split="decoy",
+        split=Split.DECOY,
         task_ids=[t for t in wins if t in decoys],
         model=model,
         decoys=decoys,

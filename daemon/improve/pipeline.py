@@ -16,10 +16,12 @@ candidate that passes every gate is held for a person instead of promoted
 (:mod:`daemon.improve.review`); an approval then goes through :meth:`Pipeline.promote`, the
 automatic promotion's own path.
 
-One policy per candidate: :meth:`Pipeline.run` takes a snapshot of the policy when the
-candidate's evaluation starts, and every threshold, limit and budget of its stages and
-verdict comes from it (the verdict records which policy that was), so an edit of the policy
-file mid-candidate applies from the next candidate on.
+One policy per candidate: :meth:`Pipeline.run` is handed the snapshot of the policy taken
+when the candidate's cycle began (before it was proposed, or when a person submitted it),
+and every threshold, limit and budget of its stages and verdict comes from it (the verdict
+records which policy that was), so an edit of the policy file mid-candidate applies from
+the next candidate on. Nothing here reads the live policy: every evaluation takes its
+policy as a required argument.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from daemon.evaluation.coverage import dead_added, read_sources
 from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.evaluation.health import interruption
 from daemon.evaluation.pairing import TaskOrder
-from daemon.evaluation.report import EvalReport, TaskResult
+from daemon.evaluation.report import EvalReport, Split, TaskResult
 from daemon.evaluation.runtime import PolicySnapshot, Runtime
 from daemon.improve import alpha_ledger, intake
 from daemon.improve.gates import (
@@ -67,8 +69,8 @@ from daemon.improve.matched import compute_matched_gate
 from daemon.improve.modelfree import decoy_check
 from daemon.improve.security import security_gate
 from daemon.improve.stages import PipelineStage, StageResult, run_stages
-from daemon.lineage import Decider, Lineage, Review, Version
-from daemon.verdict import Gate, GateResult, PolicyUsed, Verdict
+from daemon.lineage import CandidateState, Decider, Lineage, Review, Version
+from daemon.verdict import Gate, GateResult, PolicyUsed, Stage, Verdict
 
 log = logging.getLogger("harnessd.pipeline")
 
@@ -101,6 +103,11 @@ def changed_tasks(parent: EvalReport, candidate: EvalReport, noise: float) -> li
     ]
 
 
+def policy_used(snapshot: PolicySnapshot) -> PolicyUsed:
+    """How a verdict names the policy it was reached under."""
+    return PolicyUsed(path=str(snapshot.path), sha256=snapshot.sha256)
+
+
 class Pipeline:
     def __init__(
         self, rt: Runtime, lineage: Lineage, activity: Callable[[str], None] = lambda s: None
@@ -116,26 +123,25 @@ class Pipeline:
     async def baseline(
         self,
         version: Version,
-        split: str,
+        split: Split,
         model: str,
         task_ids: list[str] | None = None,
         *,
         suite_spec: str | None = None,
-        policy: Policy | None = None,
+        policy: Policy,
         fixed: frozenset[str] | None = None,
     ) -> EvalReport:
         """The version's full report on ``task_ids`` (default: the whole ``split``) with
         ``model``, computed at most once per set of conditions (``suite_spec``: another suite
         than the policy's, e.g. the security gate's), under ``policy`` (a candidate's
-        snapshot; default: the live policy, read once here)."""
-        chosen = policy or self.rt.policy.get()
-        ids = task_ids if task_ids is not None else await self.split_ids(split, suite_spec, chosen)
+        snapshot)."""
+        ids = task_ids if task_ids is not None else await self.split_ids(split, suite_spec, policy)
 
         def lookup() -> tuple[str, EvalReport | None]:
             conditions = run_conditions(
-                policy=chosen,
+                policy=policy,
                 image=self.rt.image,
-                suite=self.rt.suite(suite_spec, policy=chosen),
+                suite=self.rt.suite(suite_spec, policy=policy),
                 task_ids=ids,
                 model=model,
                 tree_hash=version.tree_hash,
@@ -163,9 +169,9 @@ class Pipeline:
             task_ids=ids,
             model=model,
             suite_spec=suite_spec,
-            keep_transcripts=split == "dev",
+            keep_transcripts=split == Split.DEV,
             conditions=key,
-            policy=chosen,
+            policy=policy,
             fixed=fixed,
         )
         await self.rt.emit(
@@ -179,28 +185,28 @@ class Pipeline:
         )
         return report
 
-    async def split_ids(self, split: str, suite_spec: str | None, policy: Policy) -> list[str]:
+    async def split_ids(self, split: Split, suite_spec: str | None, policy: Policy) -> list[str]:
         """The task ids of ``split`` under ``policy`` (``suite_spec``: another suite)."""
         splits = await self.rt.load_splits(suite_spec, policy=policy)
         if suite_spec is not None:  # the security gate's injection tasks
             return splits.heldout[: policy.gates.security.tasks]
-        return splits.dev if split == "dev" else splits.heldout
+        return splits.dev if split == Split.DEV else splits.heldout
 
     # ---- one candidate -------------------------------------------------------------------
 
-    async def stage(self, cid: int, stage: str) -> None:
+    async def stage(self, cid: int, stage: Stage) -> None:
         """Say (in the lineage, the activity line and the event log) that candidate ``cid``
         entered ``stage``."""
-        await anyio.to_thread.run_sync(lambda: self.lineage.set_candidate(cid, "evaluating", stage))
+        evaluating = CandidateState.EVALUATING
+        await anyio.to_thread.run_sync(lambda: self.lineage.set_candidate(cid, evaluating, stage))
         self.activity(f"candidate c{cid}: {stage}")
         await self.rt.emit(
             "candidate.stage", f"candidate c{cid}: {stage}", candidate=cid, stage=stage
         )
 
-    async def run(self, candidate_id: int) -> Verdict:
-        """Evaluate a recorded candidate under one policy snapshot; promote it if every gate
-        passes."""
-        snapshot = self.rt.snapshot()
+    async def run(self, candidate_id: int, snapshot: PolicySnapshot) -> Verdict:
+        """Evaluate a recorded candidate under ``snapshot``, the policy its cycle began with;
+        promote it if every gate passes."""
         self.current, self._began = candidate_id, time.monotonic()
         cand = await anyio.to_thread.run_sync(self.lineage.candidate, candidate_id)
         parent = await anyio.to_thread.run_sync(self.lineage.get, cand.parent_version_id)
@@ -209,8 +215,7 @@ class Pipeline:
         )
         try:
             run = CandidateEvaluation(self, candidate_id, parent, tree, cand.patch, snapshot)
-            used = PolicyUsed(path=str(snapshot.path), sha256=snapshot.sha256)
-            verdict = await run_stages(STAGES, run, snapshot.policy, used)
+            verdict = await run_stages(STAGES, run, snapshot.policy, policy_used(snapshot))
             review = snapshot.policy.gates.review.enabled
             await self._conclude(candidate_id, tree, verdict, run.held, review=review)
             return verdict
@@ -248,9 +253,9 @@ class Pipeline:
                     self.rt.store, lambda c: self.lineage.candidate(c).state
                 )
             cand = self.lineage.candidate(cid)
-            if cand.state != "evaluating":
+            if cand.state != CandidateState.EVALUATING:
                 return None
-            self.lineage.set_candidate(cid, "interrupted", cand.stage)
+            self.lineage.set_candidate(cid, CandidateState.INTERRUPTED, cand.stage)
             return cand.stage
 
         stage = await anyio.to_thread.run_sync(mark)
@@ -326,12 +331,12 @@ class Pipeline:
             except LineageError as exc:
                 # E.g. a rollback made another version live while this one was evaluated.
                 verdict = Verdict.of(
-                    "done", verdict.gates, reason=f"not promoted: {exc}", policy=verdict.policy
+                    Stage.DONE, verdict.gates, reason=f"not promoted: {exc}", policy=verdict.policy
                 )
                 return await self._conclude(cid, tree, verdict, held)
             return
         await anyio.to_thread.run_sync(
-            lambda: self.lineage.set_candidate(cid, "rejected", verdict.stage, verdict)
+            lambda: self.lineage.set_candidate(cid, CandidateState.REJECTED, verdict.stage, verdict)
         )
         await record_end(self.rt, cid, False, decision)
         await self.rt.emit(
@@ -388,12 +393,12 @@ class CandidateEvaluation:
         further."""
         if not self.policy.pipeline.smoke:
             return StageResult()
-        await self.pipeline.stage(self.cid, "smoke")
+        await self.pipeline.stage(self.cid, Stage.SMOKE)
         splits = await self.rt.load_splits(policy=self.policy)
         smoke = await evaluate(
             self.rt,
             self.subject,
-            split="smoke",
+            split=Split.SMOKE,
             task_ids=splits.dev[:1],
             model=self.primary,
             keep_transcripts=True,
@@ -406,15 +411,15 @@ class CandidateEvaluation:
 
     async def dev_screen(self) -> StageResult:
         """The dev split against the parent's: a cheap screen before any held-out task."""
-        await self.pipeline.stage(self.cid, "dev")
+        await self.pipeline.stage(self.cid, Stage.DEV)
         parent_dev = await self.pipeline.baseline(
-            self.parent, "dev", self.primary, policy=self.policy
+            self.parent, Split.DEV, self.primary, policy=self.policy
         )
         splits = await self.rt.load_splits(policy=self.policy)
         dev = await evaluate(
             self.rt,
             self.subject,
-            split="dev",
+            split=Split.DEV,
             task_ids=splits.dev,
             model=self.primary,
             keep_transcripts=True,
@@ -462,7 +467,7 @@ class CandidateEvaluation:
 
     async def heldout_test(self) -> StageResult:
         """The sequential test on the candidate's held-out block, at its share of alpha."""
-        await self.pipeline.stage(self.cid, "heldout")
+        await self.pipeline.stage(self.cid, Stage.HELDOUT)
         slot = await anyio.to_thread.run_sync(claim_slot, self.rt, self.cid, self.policy)
         if isinstance(slot, str):
             await self.rt.emit("heldout.refused", f"candidate c{self.cid}: {slot}", level="warning")
@@ -492,7 +497,7 @@ class CandidateEvaluation:
                 task_ids=slot.block,
                 model=model,
                 tree_hash=parent.tree_hash,
-            ) | {"split": "heldout"}
+            ) | {"split": Split.HELDOUT}
             mine = conditions_key(conditions | {"tree": f"candidate {self.cid}"})
             theirs = conditions_key(conditions)
             return (
@@ -515,7 +520,7 @@ class CandidateEvaluation:
                 return await evaluate(
                     rt,
                     subject,
-                    split="heldout",
+                    split=Split.HELDOUT,
                     task_ids=ids,
                     model=model,
                     stop_when=stop,
@@ -560,7 +565,7 @@ class CandidateEvaluation:
         cfg = self.policy.gates
         if not cfg.decoy.enabled:
             return StageResult([decoy_gate(0, 0, None, cfg)])
-        await self.pipeline.stage(self.cid, "heldout")
+        await self.pipeline.stage(self.cid, Stage.HELDOUT)
         self.pipeline.activity(f"candidate c{self.cid}: decoy re-run of its held-out wins")
         check = await decoy_check(self.rt, self.subject, self._held(), self.primary, self.policy)
         return StageResult([decoy_gate(check.wins, len(check.survivors), check.after, cfg)])
@@ -586,13 +591,13 @@ class CandidateEvaluation:
         self.pipeline.activity(f"candidate c{self.cid}: security gate on held-out injection tasks")
         spec = cfg.injection_suite(self.policy.suite.name)
         parent_report = await self.pipeline.baseline(
-            self.parent, "heldout", self.primary, suite_spec=spec, policy=self.policy
+            self.parent, Split.HELDOUT, self.primary, suite_spec=spec, policy=self.policy
         )
         report = await evaluate(
             self.rt,
             self.subject,
-            split="heldout",
-            task_ids=await self.pipeline.split_ids("heldout", spec, self.policy),
+            split=Split.HELDOUT,
+            task_ids=await self.pipeline.split_ids(Split.HELDOUT, spec, self.policy),
             model=self.primary,
             suite_spec=spec,
             policy=self.policy,
@@ -605,15 +610,20 @@ class CandidateEvaluation:
         others = [m for m in policy.models.all() if m != self.primary]
         pairs: dict[str, tuple[EvalReport, EvalReport]] = {}
         if others and policy.gates.panel.enabled:
-            await self.pipeline.stage(self.cid, "panel")
+            await self.pipeline.stage(self.cid, Stage.PANEL)
             for model in others:
                 parent_m = await self.pipeline.baseline(
-                    self.parent, "heldout", model, held.fed, policy=policy, fixed=self.parent_fixed
+                    self.parent,
+                    Split.HELDOUT,
+                    model,
+                    held.fed,
+                    policy=policy,
+                    fixed=self.parent_fixed,
                 )
                 cand_m = await evaluate(
                     self.rt,
                     self.subject,
-                    split="heldout",
+                    split=Split.HELDOUT,
                     task_ids=held.fed,
                     model=model,
                     policy=policy,
@@ -621,7 +631,7 @@ class CandidateEvaluation:
                 )
                 pairs[model] = (parent_m, cand_m)
         return StageResult(
-            [panel_gate(pairs, policy.gates)], reached="panel" if pairs else "heldout"
+            [panel_gate(pairs, policy.gates)], reached=Stage.PANEL if pairs else Stage.HELDOUT
         )
 
     async def _announce(self, slot: HeldoutSlot) -> None:
@@ -652,16 +662,16 @@ def _none(policy: Policy) -> tuple[Gate, ...]:
 
 
 STAGES: tuple[PipelineStage[CandidateEvaluation], ...] = (
-    PipelineStage("smoke", "smoke", _none, CandidateEvaluation.smoke),
+    PipelineStage("smoke", Stage.SMOKE, _none, CandidateEvaluation.smoke),
     PipelineStage(
-        "dev screen", "dev", lambda p: (Gate.DEV_SCREEN,), CandidateEvaluation.dev_screen
+        "dev screen", Stage.DEV, lambda p: (Gate.DEV_SCREEN,), CandidateEvaluation.dev_screen
     ),
     PipelineStage(
-        "dev change", "dev", lambda p: (Gate.DEV_CHANGE,), CandidateEvaluation.dev_change
+        "dev change", Stage.DEV, lambda p: (Gate.DEV_CHANGE,), CandidateEvaluation.dev_change
     ),
     PipelineStage(
         "held-out test",
-        "heldout",
+        Stage.HELDOUT,
         lambda p: (Gate.ACCURACY, Gate.IMPROVEMENT, Gate.HONESTY),
         CandidateEvaluation.heldout_test,
         # The point gates are measured on the same run, so they are reported either way.
@@ -669,13 +679,13 @@ STAGES: tuple[PipelineStage[CandidateEvaluation], ...] = (
     ),
     PipelineStage(
         "point gates",
-        "heldout",
+        Stage.HELDOUT,
         lambda p: (Gate.TOKENS, Gate.DEAD_CODE, Gate.PROVENANCE),
         CandidateEvaluation.point_gates,
     ),
     PipelineStage(
         "decoy",
-        "heldout",
+        Stage.HELDOUT,
         lambda p: (Gate.DECOY,),
         CandidateEvaluation.decoy,
         # A failed decoy re-run still lets compute-matched be measured and reported.
@@ -683,19 +693,26 @@ STAGES: tuple[PipelineStage[CandidateEvaluation], ...] = (
     ),
     PipelineStage(
         "compute-matched",
-        "heldout",
+        Stage.HELDOUT,
         lambda p: (Gate.COMPUTE_MATCHED,),
         CandidateEvaluation.compute_matched,
     ),
     PipelineStage(
         "security",
-        "heldout",
+        Stage.HELDOUT,
         lambda p: (Gate.SECURITY,) if p.gates.security.enabled else (),
         CandidateEvaluation.security,
     ),
-    PipelineStage("panel", "panel", lambda p: (Gate.PANEL,), CandidateEvaluation.panel),
+    PipelineStage("panel", Stage.PANEL, lambda p: (Gate.PANEL,), CandidateEvaluation.panel),
 )
 """The stages in the order they run; a verdict lists their gates in this order."""
 
-BEFORE_HELDOUT = tuple(s for s in STAGES if s.stage not in ("heldout", "panel"))
+_HELDOUT_TEST = next(i for i, s in enumerate(STAGES) if s.stage is Stage.HELDOUT)
+BEFORE_HELDOUT = STAGES[:_HELDOUT_TEST]
 """The stages before the held-out test: what a candidate must pass to take a held-out slot."""
+
+FROM_HELDOUT: frozenset[Stage] = frozenset(
+    {*(s.stage for s in STAGES[_HELDOUT_TEST:]), Stage.DONE, Stage.REVIEW, Stage.PROMOTED}
+)
+"""The stages of a candidate that got to the held-out test: those of :data:`STAGES` from it
+on, and what follows a verdict there (done, review, promoted)."""

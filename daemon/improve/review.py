@@ -33,8 +33,8 @@ from daemon.evaluation.runtime import Runtime
 from daemon.improve import alpha_ledger, intake
 from daemon.improve.alpha_ledger import HeldoutTest
 from daemon.improve.pipeline import Pipeline
-from daemon.lineage import Candidate, Lineage, Review, Version
-from daemon.lineage.records import AWAITING_REVIEW
+from daemon.lineage import Candidate, CandidateState, Decider, Lineage, Review, Version
+from daemon.verdict import Stage
 
 # A person's name and reason go into the lineage and git messages: short, one paragraph.
 MAX_REVIEWER = 200
@@ -82,12 +82,12 @@ class ReviewDesk:
                 live=live.name,
                 test=alpha_ledger.test_of(self.rt.store, c.id),
             )
-            for c in reversed(self.lineage.candidates(state=AWAITING_REVIEW))
+            for c in reversed(self.lineage.candidates(state=CandidateState.AWAITING_REVIEW))
         ]
 
     def _awaiting(self, cid: int) -> Candidate:
         cand = self.lineage.candidate(cid)
-        if cand.state != AWAITING_REVIEW:
+        if cand.state != CandidateState.AWAITING_REVIEW:
             raise NotAwaitingReview(
                 f"candidate c{cid} does not await review (it is {cand.state}"
                 f"{', decided by ' + cand.decided_by.value if cand.decided_by else ''}); "
@@ -143,8 +143,8 @@ class ReviewDesk:
             "candidate.rejected",
             f"candidate c{cid} rejected in review by {who}: {why}",
             candidate=cid,
-            stage="review",
-            decided_by="person",
+            stage=Stage.REVIEW,
+            decided_by=Decider.PERSON.value,
             reviewer=who,
         )
         return cand

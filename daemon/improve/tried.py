@@ -14,11 +14,23 @@ import logging
 from pathlib import Path
 
 from daemon.errors import HarnessdError
-from daemon.lineage import Candidate, Lineage, Version
+from daemon.improve.intake import Refusal
+from daemon.lineage import Candidate, CandidateState, Lineage, Version
 from daemon.patches.identity import patched_fingerprint, tree_fingerprint
 from daemon.patches.tree import read_tree
 
 log = logging.getLogger("harnessd.tried")
+
+# The states of a candidate whose program is not evaluated again (one interrupted by a
+# stop has no verdict: it may come again).
+ON_ITS_WAY_OR_REJECTED = frozenset(
+    {
+        CandidateState.REJECTED,
+        CandidateState.PROPOSED,
+        CandidateState.EVALUATING,
+        CandidateState.AWAITING_REVIEW,
+    }
+)
 
 
 class TriedPrograms:
@@ -61,26 +73,21 @@ class TriedPrograms:
             log.warning("candidate c%d: its patch no longer applies (%s)", cand.id, exc)
             return None
 
-    def refusal(self, parent: Version, fp: str) -> str | None:
+    def refusal(self, parent: Version, fp: str) -> Refusal | None:
         """Why the program ``fp`` proposed on ``parent`` is not evaluated, or None: it is the
         parent's own, an accepted version's, or an earlier candidate's that was rejected or
         is on its way (queued or under evaluation). One interrupted by a stop has no verdict:
         it may come again."""
         if fp == self._versions.get(parent.id):
-            return "changes only comments or layout: the program is its parent's"
+            return Refusal("changes only comments or layout: the program is its parent's")
         version = self._version_of.get(fp)
         if version is not None:
-            return f"the same program as {version.name}; not evaluated again"
+            return Refusal(f"the same program as {version.name}; not evaluated again")
         for cid in self._candidates_of.get(fp, []):
-            if self._lineage.candidate(cid).state in (
-                "rejected",
-                "proposed",
-                "evaluating",
-                "awaiting_review",
-            ):
-                return f"duplicate of c{cid}; not evaluated again"
+            if self._lineage.candidate(cid).state in ON_ITS_WAY_OR_REJECTED:
+                return Refusal(f"duplicate of c{cid}; not evaluated again", duplicate_of=cid)
         return None
 
-    def screen(self, parent: Version, tree: Path) -> str | None:
+    def screen(self, parent: Version, tree: Path) -> Refusal | None:
         """:meth:`refusal` for the candidate tree ``tree`` of ``parent``."""
         return self.refusal(parent, tree_fingerprint(tree))

@@ -20,10 +20,7 @@ from typing import Any
 
 from daemon.errors import LineageError, NotAwaitingReview, UnknownRef
 from daemon.lineage.records import (
-    AWAITING_REVIEW,
-    CANDIDATE_STATES,
     FINAL_STATES,
-    REVIEW_STAGE,
     Candidate,
     CandidateSource,
     CandidateState,
@@ -31,13 +28,16 @@ from daemon.lineage.records import (
     Review,
 )
 from daemon.store import Store
-from daemon.verdict import Verdict
+from daemon.verdict import Stage, Verdict
+
+ACCEPTED, AWAITING_REVIEW = CandidateState.ACCEPTED, CandidateState.AWAITING_REVIEW
 
 
-def _check_state(state: str) -> None:
-    if state not in CANDIDATE_STATES:
-        raise LineageError(f"unknown candidate state '{state}' (one of {CANDIDATE_STATES})")
-    if state == "accepted":
+def _check_state(state: CandidateState) -> None:
+    if state not in set(CandidateState):
+        states = [s.value for s in CandidateState]
+        raise LineageError(f"unknown candidate state '{state}' (one of {states})")
+    if state == ACCEPTED:
         raise LineageError("a candidate becomes accepted only through promote()")
     if state == AWAITING_REVIEW:
         raise LineageError("a candidate awaits review only through hold_for_review()")
@@ -52,7 +52,7 @@ def insert_candidate(
     new: NewCandidate,
     *,
     state: CandidateState,
-    stage: str,
+    stage: Stage,
     verdict: Verdict | None,
 ) -> int:
     try:
@@ -81,8 +81,8 @@ def insert_candidate(
                 )
         cursor = conn.execute(
             "INSERT INTO candidates(parent_version_id, created, updated, source, proposer_model, "
-            "rationale, patch, raw, state, stage, verdict, base_candidate_id) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            "rationale, patch, raw, state, stage, verdict, base_candidate_id, duplicate_of) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 new.parent_id,
                 now,
@@ -96,6 +96,7 @@ def insert_candidate(
                 stage,
                 _verdict_json(verdict),
                 new.base_id,
+                new.duplicate_of,
             ),
         )
         return int(cursor.lastrowid or 0)
@@ -105,7 +106,7 @@ def update_candidate(
     store: Store,
     candidate_id: int,
     state: CandidateState,
-    stage: str,
+    stage: Stage,
     verdict: Verdict | None,
 ) -> None:
     _check_state(state)
@@ -152,14 +153,14 @@ def list_candidates(
     return [Candidate.from_row(r) for r in store.query(sql, tuple(params))]
 
 
-def counts_by_parent(store: Store) -> dict[int, dict[str, int]]:
+def counts_by_parent(store: Store) -> dict[int, dict[CandidateState, int]]:
     """``{parent version id: {state: number of candidates}}``."""
-    counts: dict[int, dict[str, int]] = {}
+    counts: dict[int, dict[CandidateState, int]] = {}
     for row in store.query(
         "SELECT parent_version_id AS p, state, COUNT(*) AS n FROM candidates "
         "GROUP BY parent_version_id, state"
     ):
-        counts.setdefault(row["p"], {})[row["state"]] = row["n"]
+        counts.setdefault(row["p"], {})[CandidateState(row["state"])] = row["n"]
     return counts
 
 
@@ -192,9 +193,8 @@ def mark_accepted(
         state = row["state"] if row is not None else "missing"
         raise NotAwaitingReview(f"candidate c{candidate_id} does not await review (it is {state})")
     conn.execute(
-        "UPDATE candidates SET state = 'accepted', stage = 'promoted', updated = ?, "
-        "verdict = ? WHERE id = ?",
-        (now, _verdict_json(verdict), candidate_id),
+        "UPDATE candidates SET state = ?, stage = ?, updated = ?, verdict = ? WHERE id = ?",
+        (ACCEPTED, Stage.PROMOTED, now, _verdict_json(verdict), candidate_id),
     )
     if approval is not None:
         _record_decision(conn, candidate_id, approval, now)
@@ -233,7 +233,7 @@ def hold_for_review(store: Store, candidate_id: int, verdict: Verdict) -> None:
         row = conn.execute("SELECT state FROM candidates WHERE id = ?", (candidate_id,)).fetchone()
         if row is None:
             raise LineageError(f"no candidate {candidate_id} in the lineage")
-        if row["state"] != "evaluating":
+        if row["state"] != CandidateState.EVALUATING:
             raise LineageError(
                 f"candidate c{candidate_id} is {row['state']}; only one being evaluated can "
                 "be held for review"
@@ -241,7 +241,7 @@ def hold_for_review(store: Store, candidate_id: int, verdict: Verdict) -> None:
         conn.execute(
             "UPDATE candidates SET state = ?, stage = ?, updated = ?, verdict = ?, "
             "review_held = ? WHERE id = ?",
-            (AWAITING_REVIEW, REVIEW_STAGE, now, _verdict_json(verdict), now, candidate_id),
+            (AWAITING_REVIEW, Stage.REVIEW, now, _verdict_json(verdict), now, candidate_id),
         )
 
 
@@ -255,21 +255,22 @@ def reject_reviewed(store: Store, candidate_id: int, review: Review) -> None:
     with store.tx() as conn:
         _awaiting(conn, candidate_id)
         conn.execute(
-            "UPDATE candidates SET state = 'rejected', stage = ?, updated = ? WHERE id = ?",
-            (REVIEW_STAGE, now, candidate_id),
+            "UPDATE candidates SET state = ?, stage = ?, updated = ? WHERE id = ?",
+            (CandidateState.REJECTED, Stage.REVIEW, now, candidate_id),
         )
         _record_decision(conn, candidate_id, review, now)
 
 
 def interrupt_evaluating(store: Store) -> list[int]:
     """Mark every candidate still ``evaluating`` as ``interrupted``; returns their ids."""
+    evaluating = CandidateState.EVALUATING
     with store.tx() as conn:
         ids = [
             int(row["id"])
-            for row in conn.execute("SELECT id FROM candidates WHERE state = 'evaluating'")
+            for row in conn.execute("SELECT id FROM candidates WHERE state = ?", (evaluating,))
         ]
         conn.execute(
-            "UPDATE candidates SET state = 'interrupted', updated = ? WHERE state = 'evaluating'",
-            (time.time(),),
+            "UPDATE candidates SET state = ?, updated = ? WHERE state = ?",
+            (CandidateState.INTERRUPTED, time.time(), evaluating),
         )
     return ids

@@ -39,13 +39,12 @@ from daemon.lineage.fs import StepHook, remove_tree, write_version_dir
 from daemon.lineage.git import VERSION_TRAILER, GitHistory
 from daemon.lineage.reconcile import LineagePaths, Reconciler
 from daemon.lineage.records import (
-    AWAITING_REVIEW,
     FINAL_STATES,
-    ROLLBACK,
     Candidate,
     CandidateState,
     NewCandidate,
     PointerChange,
+    PointerKind,
     Review,
     TreeEntry,
     Version,
@@ -57,7 +56,7 @@ from daemon.lineage.records import (
 from daemon.patches.model import ParseFailure
 from daemon.patches.tree import TreeError, diff_trees
 from daemon.store import Store
-from daemon.verdict import Verdict
+from daemon.verdict import Stage, Verdict
 
 __all__ = ["Candidate", "Lineage", "PointerChange", "TreeEntry", "Version"]
 
@@ -204,26 +203,28 @@ class Lineage:
         self,
         new: NewCandidate,
         *,
-        state: CandidateState = "proposed",
-        stage: str = "proposed",
+        state: CandidateState = CandidateState.PROPOSED,
+        stage: Stage = Stage.PROPOSED,
         verdict: Verdict | None = None,
     ) -> int:
-        """Record a candidate (a rejected one too: ``state="rejected"`` with its verdict)."""
+        """Record a candidate (a rejected one too: ``REJECTED`` with its verdict)."""
         return insert_candidate(self.store, new, state=state, stage=stage, verdict=verdict)
 
     def add_unparseable(self, new: NewCandidate, failure: ParseFailure) -> int:
         """Record proposer output that held no usable patch: rejected at stage ``parse``,
         with ``new``'s raw text (the failure's) kept and no patch."""
         verdict = Verdict(
-            decision="reject", stage="static", reason=f"unparseable: {failure.reason}"
+            decision="reject", stage=Stage.STATIC, reason=f"unparseable: {failure.reason}"
         )
-        return self.add_candidate(new, state="rejected", stage="parse", verdict=verdict)
+        return self.add_candidate(
+            new, state=CandidateState.REJECTED, stage=Stage.PARSE, verdict=verdict
+        )
 
     def set_candidate(
         self,
         candidate_id: int,
         state: CandidateState,
-        stage: str,
+        stage: Stage,
         verdict: Verdict | None = None,
     ) -> None:
         """Move a candidate along the pipeline; accepted and rejected are final."""
@@ -239,7 +240,7 @@ class Lineage:
             return None
         parent = self.get(candidate.parent_version_id).name
         cid = candidate.id
-        if candidate.state == AWAITING_REVIEW:
+        if candidate.state == CandidateState.AWAITING_REVIEW:
             message = (
                 f"candidate c{cid} was tested against {parent}, but {live.name} is live now: "
                 f"its held-out evidence is about {parent}, not {live.name}, so it is not "
@@ -324,7 +325,12 @@ class Lineage:
                     message=seed_message(name, seed_dir.name),
                 )
                 versions.insert_pointer(
-                    conn, ts=now, version_id=1, reason=f"seed: {seed_dir.name}", candidate_id=None
+                    conn,
+                    ts=now,
+                    version_id=1,
+                    kind=PointerKind.SEED,
+                    reason=seed_dir.name,
+                    candidate_id=None,
                 )
             self.checkpoint("db:committed")
             self._finish()
@@ -346,7 +352,8 @@ class Lineage:
             candidate = self.candidate(candidate_id)
             if candidate.state in FINAL_STATES:
                 raise LineageError(f"candidate {candidate_id} is already {candidate.state}")
-            if (candidate.state == AWAITING_REVIEW) != (approval is not None):
+            awaiting = candidate.state == CandidateState.AWAITING_REVIEW
+            if awaiting != (approval is not None):
                 raise NotAwaitingReview(
                     f"candidate c{candidate_id} awaits review: only 'harnessctl approve "
                     f"c{candidate_id}' promotes it"
@@ -380,7 +387,8 @@ class Lineage:
                     conn,
                     ts=now,
                     version_id=new_id,
-                    reason=f"promote: candidate {candidate_id}",
+                    kind=PointerKind.PROMOTE,
+                    reason=f"candidate {candidate_id}",
                     candidate_id=candidate_id,
                 )
                 candidates.mark_accepted(conn, candidate_id, verdict, now, approval)
@@ -418,7 +426,8 @@ class Lineage:
                     conn,
                     ts=now,
                     version_id=target.id,
-                    reason=f"{ROLLBACK}: {reason.strip()}",
+                    kind=PointerKind.ROLLBACK,
+                    reason=reason.strip(),
                     candidate_id=None,
                 )
             self.checkpoint("db:committed")

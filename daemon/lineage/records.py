@@ -9,29 +9,35 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal
 
 from daemon.lineage.git import POINTER_TRAILER, VERSION_TRAILER
-from daemon.verdict import Verdict
+from daemon.verdict import Stage, Verdict
 
-CandidateState = Literal[
-    "proposed", "evaluating", "awaiting_review", "accepted", "rejected", "interrupted"
-]
-CANDIDATE_STATES: tuple[CandidateState, ...] = (
-    "proposed",
-    "evaluating",
-    "awaiting_review",
-    "accepted",
-    "rejected",
-    "interrupted",
-)
-FINAL_STATES = ("accepted", "rejected")
-# The state of a candidate that passed every gate under a policy with [gates.review] on: it
-# waits for a person (``harnessctl approve`` / ``reject``); only those two leave it.
-AWAITING_REVIEW: CandidateState = "awaiting_review"
-# The stage a candidate is at while it awaits review, and after a person rejected it.
-REVIEW_STAGE = "review"
-ROLLBACK = "rollback"
+
+class CandidateState(StrEnum):
+    """Where a candidate is in its life (the ``candidates`` table's ``state``).
+
+    ``proposed`` -> ``evaluating`` -> ``rejected`` or (through a promotion only)
+    ``accepted``; ``interrupted`` when harnessd stopped mid-evaluation. With the review step
+    on, one that passed every gate is ``awaiting_review`` until a person decides it."""
+
+    PROPOSED = "proposed"
+    EVALUATING = "evaluating"
+    AWAITING_REVIEW = "awaiting_review"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    INTERRUPTED = "interrupted"
+
+
+FINAL_STATES = frozenset({CandidateState.ACCEPTED, CandidateState.REJECTED})
+
+
+class PointerKind(StrEnum):
+    """What switched the live version (the ``pointer`` table's ``kind``)."""
+
+    SEED = "seed"
+    PROMOTE = "promote"
+    ROLLBACK = "rollback"
 
 
 class Decider(StrEnum):
@@ -81,6 +87,8 @@ class NewCandidate:
     patch: str  # the normalised git diff; "" when nothing applied
     raw: str  # what the proposer or person wrote, verbatim
     base_id: int | None = None
+    # The earlier candidate whose program this one repeats (rejected at the static stage).
+    duplicate_of: int | None = None
 
 
 def version_name(version_id: int) -> str:
@@ -126,12 +134,15 @@ class Candidate:
     patch: str
     raw: str
     state: CandidateState
-    stage: str
+    stage: Stage
     verdict: Verdict | None  # the gates' verdict (an approval or rejection does not edit it)
     # The tree parent: the earlier candidate this one was built on (None: built on the
     # version ``parent_version_id``, which is what its held-out test compares against).
     base_candidate_id: int | None = None
     review: Review | None = None  # None: never held for review
+    # The earlier candidate whose program this one repeated (rejected at the static stage
+    # without being evaluated); None: not a repeat.
+    duplicate_of: int | None = None
 
     @property
     def decided_by(self) -> Decider | None:
@@ -173,22 +184,25 @@ class Candidate:
             rationale=row["rationale"],
             patch=row["patch"],
             raw=row["raw"],
-            state=row["state"],
-            stage=row["stage"],
+            state=CandidateState(row["state"]),
+            stage=Stage(row["stage"]),
             verdict=Verdict.model_validate_json(row["verdict"]) if row["verdict"] else None,
             base_candidate_id=row["base_candidate_id"],
             review=review,
+            duplicate_of=row["duplicate_of"],
         )
 
 
 @dataclass(frozen=True)
 class PointerChange:
-    """One switch of the live version: the seed, a promotion or a rollback."""
+    """One switch of the live version: the seed, a promotion or a rollback. ``reason`` is
+    the seed's folder, the promoted candidate, or the reason a person gave a rollback."""
 
     id: int
     ts: float
     version_id: int
     version_name: str
+    kind: PointerKind
     reason: str
     candidate_id: int | None
 
@@ -199,13 +213,19 @@ class PointerChange:
             ts=row["ts"],
             version_id=row["version_id"],
             version_name=row["version_name"],
+            kind=PointerKind(row["kind"]),
             reason=row["reason"],
             candidate_id=row["candidate_id"],
         )
 
     @property
     def is_rollback(self) -> bool:
-        return self.reason.startswith(ROLLBACK)
+        return self.kind is PointerKind.ROLLBACK
+
+    @property
+    def summary(self) -> str:
+        """One line for people: ``rollback: accuracy regressed``."""
+        return f"{self.kind}: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -215,11 +235,11 @@ class TreeEntry:
     version: Version
     depth: int
     is_current: bool
-    candidates: dict[str, int] = field(default_factory=dict)
+    candidates: dict[CandidateState, int] = field(default_factory=dict)
 
 
 def build_tree(
-    versions: list[Version], current_id: int, counts: dict[int, dict[str, int]]
+    versions: list[Version], current_id: int, counts: dict[int, dict[CandidateState, int]]
 ) -> list[TreeEntry]:
     """Versions depth-first from the roots, children in id order."""
     children: dict[int | None, list[Version]] = {}
@@ -262,7 +282,7 @@ def seed_message(name: str, seed_label: str) -> str:
 def commit_message(change: PointerChange, version: Version, previous_name: str | None) -> str:
     """The full git message for a pointer change (version message or rollback, + trailers)."""
     if change.is_rollback:
-        reason = change.reason.partition(":")[2].strip() or "no reason given"
+        reason = change.reason or "no reason given"
         body = f"rollback to {change.version_name} (from {previous_name})\n\nReason: {reason}"
     else:
         body = version.message

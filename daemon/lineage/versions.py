@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from daemon.lineage.records import PointerChange, Version
+from daemon.lineage.records import PointerChange, PointerKind, Version
 from daemon.store import Store
 
 _CURRENT = (
@@ -81,11 +81,17 @@ def insert_version(
 
 
 def insert_pointer(
-    conn: sqlite3.Connection, *, ts: float, version_id: int, reason: str, candidate_id: int | None
+    conn: sqlite3.Connection,
+    *,
+    ts: float,
+    version_id: int,
+    kind: PointerKind,
+    reason: str,
+    candidate_id: int | None,
 ) -> None:
     conn.execute(
-        "INSERT INTO pointer(ts, version_id, reason, candidate_id) VALUES (?,?,?,?)",
-        (ts, version_id, reason, candidate_id),
+        "INSERT INTO pointer(ts, version_id, kind, reason, candidate_id) VALUES (?,?,?,?,?)",
+        (ts, version_id, kind, reason, candidate_id),
     )
 
 

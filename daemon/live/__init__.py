@@ -7,6 +7,7 @@ that records each served request (``requests``) and labelling a served request a
 of a private suite (``private_suites``).
 
 May import: evaluation (to run one task), lineage (the ``current`` pointer), suites (task
-references, the task-file format), providers.base (messages), store, tasks, errors.
+references, the task-file format), providers.base (messages), config.policy (the policy a
+request is served under), store, tasks, errors.
 Never improve or control.
 """

@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 
+from daemon.config.policy import Policy
 from daemon.errors import BadRequest, NotAccepting, Unavailable
 from daemon.evaluation.evaluator import Subject, run_one
 from daemon.evaluation.health import ENGINE
@@ -26,7 +27,6 @@ from daemon.evaluation.runtime import Runtime
 from daemon.lineage import Lineage, Version
 from daemon.live import requests
 from daemon.providers.base import ChatResponse, Message
-from daemon.suites import load_suite
 from daemon.suites.base import Suite
 from daemon.tasks import Task
 
@@ -88,7 +88,10 @@ class LiveHarness:
         before that raises without calling it)."""
         if not self.accepting:
             raise NotAccepting("harnessd is stopping; not taking requests")
-        model = self.rt.policy.get().models.primary
+        # The policy in force when the request arrives: its model and sandbox limits serve
+        # the whole request, whatever a reload says meanwhile.
+        policy = self.rt.policy.get()
+        model = policy.models.primary
         self.rt.health.check((ENGINE, model))  # an outage: refuse now, with its reason
         self.in_flight += 1
         self._idle = anyio.Event() if self.in_flight == 1 else self._idle
@@ -96,7 +99,7 @@ class LiveHarness:
         try:
             with anyio.CancelScope() as scope:
                 self._scopes.add(scope)
-                served = await self._serve(kind, task, suite, model, on_start)
+                served = await self._serve(kind, task, suite, policy, on_start)
                 state = "done" if served.answer.get("error") is None else "error"
                 return served
             raise NotAccepting(
@@ -121,7 +124,7 @@ class LiveHarness:
                 self.on_served(kind, state, time.monotonic() - began)
 
     async def _serve(
-        self, kind: str, task: Task, suite: Suite | None, model: str, on_start: OnStart | None
+        self, kind: str, task: Task, suite: Suite | None, policy: Policy, on_start: OnStart | None
     ) -> Served:
         # The version is read once, here: the whole run uses its tree, whatever is promoted
         # meanwhile.
@@ -139,8 +142,9 @@ class LiveHarness:
                     subject,
                     suite,
                     task,
-                    model,
+                    policy.models.primary,
                     f"live-{request_id}",
+                    policy=policy,
                     exchanges=exchanges,
                 )
         except BaseException:
@@ -183,7 +187,7 @@ class LiveHarness:
 
         def find() -> tuple[Suite, Task]:
             # The first use of a suite reads its data wheel or files: not on the event loop.
-            suite = load_suite(spec, self.rt.loaded.cache_dir)  # ConfigError for a bad spec
+            suite = self.rt.named_suite(spec)  # ConfigError for a bad suite spec
             return suite, suite.task(task_id)  # UnknownTask
 
         suite, task = await anyio.to_thread.run_sync(find)

@@ -10,7 +10,7 @@ May import: ``daemon.errors``, ``daemon.config.policy`` (the patch limits), ``da
 guest's statement numbering sees them) only.
 """
 
-from daemon.patches.model import ParseFailure, PatchRejected, Proposal
+from daemon.patches.model import NoChange, ParseFailure, PatchRejected, Proposal
 from daemon.patches.parse import parse_proposal
 from daemon.patches.static import (
     ALLOWED_SUFFIXES,
@@ -24,6 +24,7 @@ from daemon.patches.static import (
 __all__ = [
     "ALLOWED_SUFFIXES",
     "AppliedPatch",
+    "NoChange",
     "ParseFailure",
     "PatchRejected",
     "Proposal",

@@ -23,6 +23,10 @@ class PatchRejected(HarnessdError):
         self.reason = reason
 
 
+class NoChange(PatchRejected):
+    """The patch applies but leaves every file as it was."""
+
+
 @dataclass(frozen=True)
 class HunkLine:
     kind: LineKind

@@ -22,7 +22,7 @@ from daemon.patches.apply import apply_edits
 from daemon.patches.diff import DiffSyntaxError, parse_unified_diff
 from daemon.patches.literals import screen
 from daemon.patches.measurable import check_measurable
-from daemon.patches.model import Edit, FileDiff, PatchRejected, Proposal
+from daemon.patches.model import Edit, FileDiff, NoChange, PatchRejected, Proposal
 from daemon.patches.tree import TreeError, read_tree, render_git_diff
 
 ALLOWED_SUFFIXES = (".py", ".md", ".txt", ".json", ".toml")
@@ -115,7 +115,7 @@ def _apply(base_dir: Path, edits: tuple[Edit, ...], dest_dir: Path) -> AppliedPa
     base = read_tree(base_dir)
     changes = apply_edits(base, edits)
     if not changes:
-        raise PatchRejected("the patch changes nothing")
+        raise NoChange("the patch changes nothing")
     tree = {**base}
     for path, data in changes.items():
         if data is None:

@@ -17,6 +17,8 @@ try:
 except ImportError:
     extras.require("report", "the lineage report (harnessd report, harnessctl report)")
     raise  # installed, yet it does not import: matplotlib's own error says why
+from daemon.evaluation.report import Split
+from daemon.lineage import CandidateState
 from daemon.report.data import ReportData, gather
 from daemon.report.figures import points
 from daemon.report.sequential import SequentialPath, chosen
@@ -34,7 +36,9 @@ def _preview(output: object) -> str:
 
 def _tasks_of(data: ReportData, path: SequentialPath) -> str:
     """The chosen candidate's held-out tasks, its outputs escaped like every harness text."""
-    run = next(r for r in data.runs if r.candidate_id == path.candidate_id and r.split == "heldout")
+    run = next(
+        r for r in data.runs if r.candidate_id == path.candidate_id and r.split == Split.HELDOUT
+    )
     rows = ["<table id='sequential-tasks'><tr><th>task</th><th>verified</th><th>claimed</th>"]
     rows[0] += "<th>output</th><th>verifier</th></tr>"
     for t in run.report.tasks:
@@ -53,7 +57,7 @@ def render(data: ReportData, candidate_id: int | None = None) -> tuple[str, Sequ
     pts = points(data)
     path = chosen(data, candidate_id)
     live = data.current.name if data.current else "none"
-    accepted = sum(c.state == "accepted" for c in data.candidates)
+    accepted = sum(c.state == CandidateState.ACCEPTED for c in data.candidates)
     summary = (
         f"<p>Generated {page.when(data.generated)}. Live version <b>{live}</b>; "
         f"{len(data.versions)} versions, {len(data.candidates)} candidates ({accepted} "

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from daemon.evaluation.report import EvalReport
+from daemon.evaluation.report import EvalReport, Split
 from daemon.evaluation.results import FinishedRun
 from daemon.report.data import ReportData
 
-SPLITS = ("heldout", "dev")
+SPLITS = (Split.HELDOUT, Split.DEV)
 
 
 @dataclass(frozen=True)
 class Point:
     version: str
     model: str
-    split: str
+    split: Split
     n: int
     accuracy: float
     ci95: tuple[float, float]
@@ -68,10 +68,10 @@ def models(pts: list[Point]) -> list[str]:
     return sorted({p.model for p in pts})
 
 
-def series(pts: list[Point], model: str, split: str) -> list[Point]:
+def series(pts: list[Point], model: str, split: Split) -> list[Point]:
     return [p for p in pts if p.model == model and p.split == split]
 
 
-def main_split(pts: list[Point]) -> str:
+def main_split(pts: list[Point]) -> Split:
     """Held-out when any version has held-out figures; dev otherwise (an early lineage)."""
-    return "heldout" if any(p.split == "heldout" for p in pts) else "dev"
+    return Split.HELDOUT if any(p.split == Split.HELDOUT for p in pts) else Split.DEV

@@ -13,7 +13,7 @@ import datetime as dt
 import html
 from collections.abc import Iterable
 
-from daemon.lineage.records import AWAITING_REVIEW, Candidate, Decider, TreeEntry
+from daemon.lineage.records import FINAL_STATES, Candidate, CandidateState, Decider, TreeEntry
 from daemon.report.data import ReportData
 from daemon.report.figures import Point
 from daemon.verdict import Verdict
@@ -56,8 +56,8 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
-def _state_class(state: str) -> str:
-    return state if state in ("accepted", "rejected") else "other"
+def _state_class(state: CandidateState) -> str:
+    return state if state in FINAL_STATES else "other"
 
 
 def _verdict_line(verdict: Verdict | None) -> str:
@@ -66,10 +66,10 @@ def _verdict_line(verdict: Verdict | None) -> str:
 
 def decided(c: Candidate) -> str:
     """Who decided the candidate, and why, in words: the gates, or a person in review."""
-    if c.state == AWAITING_REVIEW:
+    if c.state == CandidateState.AWAITING_REVIEW:
         return "passed every gate; awaiting review"
     if c.decided_by is Decider.PERSON and c.review is not None:
-        verb = "approved" if c.state == "accepted" else "rejected"
+        verb = "approved" if c.state == CandidateState.ACCEPTED else "rejected"
         why = f": {c.review.reason}" if c.review.reason else ""
         return f"{verb} in review by {c.review.reviewer}{why}"
     if c.decided_by is Decider.GATES:
@@ -84,7 +84,7 @@ def _candidate_item(data: ReportData, c: Candidate) -> str:
     gate = f" &mdash; rejected by <b>{esc(failed)}</b>" if failed else ""
     base = f" built on c{c.base_candidate_id}" if c.base_candidate_id is not None else ""
     person = ""
-    if c.decided_by is Decider.PERSON or c.state == AWAITING_REVIEW:
+    if c.decided_by is Decider.PERSON or c.state == CandidateState.AWAITING_REVIEW:
         person = f" &mdash; <span class='review'>{esc(decided(c))}</span>"
     return (
         f'<li class="cand {_state_class(c.state)}" data-candidate="c{c.id}" '
@@ -213,7 +213,8 @@ def candidate_details(data: ReportData) -> str:
 
 def history(data: ReportData) -> str:
     items = [
-        f"<li>{when(h.ts)}: {esc(h.version_name)} live ({esc(h.reason)})</li>" for h in data.history
+        f"<li>{when(h.ts)}: {esc(h.version_name)} live ({esc(h.summary)})</li>"
+        for h in data.history
     ]
     return "<ul>" + "".join(items) + "</ul>"
 

@@ -3,8 +3,8 @@
 Recomputed from the stored reports (the candidate's held-out run and its parent's baseline on
 the same tasks), in the parent's task order, which is the order the pipeline fed results in.
 The test itself is the pipeline's (:mod:`daemon.acceptance.rule`, fed in the same order,
-at the candidate's alpha share read from its verdict), with the default policy's knobs
-(margin, weights, honesty tolerance): the report has no policy of its own.
+at the candidate's alpha share as the alpha ledger recorded it), with the default policy's
+knobs (margin, weights, honesty tolerance): the report has no policy of its own.
 """
 
 from __future__ import annotations
@@ -15,13 +15,11 @@ from dataclasses import dataclass
 from daemon.acceptance.observations import HarnessResult, PairedOutcome
 from daemon.acceptance.rule import Outcome, begin, observe
 from daemon.config.policy import Policy
-from daemon.evaluation.report import EvalReport, TaskResult
+from daemon.evaluation.report import EvalReport, Split, TaskResult
 from daemon.evaluation.results import FinishedRun
 from daemon.improve.procedure import rule_knobs
 from daemon.lineage.records import Candidate
 from daemon.report.data import ReportData
-
-DEFAULT_ALPHA = 0.05
 
 
 @dataclass(frozen=True)
@@ -45,16 +43,6 @@ class SequentialPath:
     decision: str
 
 
-def _alpha(candidate: Candidate) -> float:
-    """The candidate's alpha share: its promotion gate's threshold is 1/alpha. A verdict from
-    before the sequential e-value test stored alpha itself as the threshold."""
-    gates = {g.gate: g for g in candidate.verdict.gates} if candidate.verdict else {}
-    gate = gates.get("improvement") or gates.get("accuracy")
-    if gate is None or gate.threshold is None or gate.threshold <= 0:
-        return DEFAULT_ALPHA
-    return 1.0 / gate.threshold if gate.threshold > 1 else gate.threshold
-
-
 def _parent_run(data: ReportData, candidate: Candidate, run: FinishedRun) -> EvalReport | None:
     """The parent's newest held-out baseline that covers every task the candidate ran."""
     mine = {t.id for t in run.report.tasks}
@@ -62,7 +50,7 @@ def _parent_run(data: ReportData, candidate: Candidate, run: FinishedRun) -> Eva
         if (
             other.version_id == candidate.parent_version_id
             and other.candidate_id is None
-            and (other.suite, other.split, other.model) == (run.suite, "heldout", run.model)
+            and (other.suite, other.split, other.model) == (run.suite, Split.HELDOUT, run.model)
             and mine <= {t.id for t in other.report.tasks}
         ):
             return other.report
@@ -101,16 +89,19 @@ def promotion_path(parent: EvalReport, candidate: EvalReport, alpha: float) -> l
 
 
 def path_of(data: ReportData, candidate: Candidate) -> SequentialPath | None:
-    """The candidate's test on its first held-out model (the primary), if it got that far."""
+    """The candidate's test on its first held-out model (the primary), if it got that far:
+    a held-out run and a test in the alpha ledger (which gives its alpha)."""
     run = next(
-        (r for r in data.runs if r.candidate_id == candidate.id and r.split == "heldout"), None
+        (r for r in data.runs if r.candidate_id == candidate.id and r.split == Split.HELDOUT), None
     )
     if run is None:
         return None
     parent = _parent_run(data, candidate, run)
     if parent is None:
         return None
-    alpha = _alpha(candidate)
+    alpha = data.heldout_alpha.get(candidate.id)
+    if alpha is None:
+        return None
     steps = promotion_path(parent, run.report, alpha)
     return SequentialPath(
         candidate_id=candidate.id,

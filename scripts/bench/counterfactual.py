@@ -97,10 +97,16 @@ async def main(args: argparse.Namespace) -> None:
         with bench_settings(text) as (loaded, holder, root):
             store = Store(root / "state" / "state.db")
             async with open_runtime(loaded, holder, store, instance=eval_instance("cf")) as rt:
-                ids = (await rt.load_splits()).heldout
+                policy = holder.get()
+                ids = (await rt.load_splits(policy=policy)).heldout
                 subject = Subject(ROOT / "seeds" / "minimal", "seed")
                 report = await evaluate(
-                    rt, subject, split="heldout", task_ids=ids, model="local:smollm2-135m"
+                    rt,
+                    subject,
+                    split="heldout",
+                    task_ids=ids,
+                    model="local:smollm2-135m",
+                    policy=policy,
                 )
                 solved[counterfactual] = {t.id: t.passed for t in report.tasks}
             store.close()

@@ -30,6 +30,7 @@ import uuid
 import anyio
 from common import ROOT, Call, Recording, bench_settings, machine, row
 
+from daemon.config.policy import Policy
 from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.evaluation.runtime import Runtime, eval_instance, open_runtime
 from daemon.gateway.metering import MeteredModel
@@ -83,18 +84,17 @@ def _use(rt: Runtime, provider: object) -> None:
     rt._models[MODEL] = MeteredModel(provider, rt.store, rt.guard)  # type: ignore[arg-type]
 
 
-def _concurrency(rt: Runtime, k: int) -> None:
-    p = rt.policy.current
-    rt.policy.current = p.model_copy(
-        update={"sandbox": p.sandbox.model_copy(update={"concurrency": k})}
-    )
+def _concurrency(rt: Runtime, k: int) -> Policy:
+    """The bench's policy with ``k`` sandboxes at once."""
+    p = rt.policy.get()
+    return p.model_copy(update={"sandbox": p.sandbox.model_copy(update={"concurrency": k})})
 
 
 async def _timed_eval(rt: Runtime, ids: list[str], k: int) -> tuple[float, object]:
-    _concurrency(rt, k)
+    policy = _concurrency(rt, k)
     subject = Subject(ROOT / "seeds" / "minimal", f"bench-{uuid.uuid4().hex[:6]}")
     start = time.perf_counter()
-    report = await evaluate(rt, subject, split="heldout", task_ids=ids, model=MODEL)
+    report = await evaluate(rt, subject, split="heldout", task_ids=ids, model=MODEL, policy=policy)
     return time.perf_counter() - start, report
 
 
@@ -117,7 +117,7 @@ async def main(args: argparse.Namespace) -> None:
     with bench_settings(POLICY.format(tasks=args.tasks)) as (loaded, holder, root):
         store = Store(root / "state" / "state.db")
         async with open_runtime(loaded, holder, store, instance=eval_instance("bench")) as rt:
-            ids = rt.splits().heldout[: args.tasks]
+            ids = rt.splits(policy=holder.get()).heldout[: args.tasks]
             local = rt.model(MODEL)._provider  # the real provider, model loaded once
             await local.load()  # type: ignore[attr-defined]
             recording = Recording(local)
@@ -158,8 +158,8 @@ async def main(args: argparse.Namespace) -> None:
             wall0, report0 = await _timed_eval(rt, ids, 1)
             print(f"  (eval with replayed answers: {wall0:.1f} s)", flush=True)
 
-            suite = rt.suite()
-            checker = rt.code_checker()
+            suite = rt.suite(policy=holder.get())
+            checker = rt.code_checker(rt.limits(holder.get()))
             start = time.perf_counter()
             for t in report1.tasks:  # type: ignore[attr-defined]
                 await suite.check(t.id, t.output, checker)

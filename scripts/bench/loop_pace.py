@@ -38,9 +38,9 @@ from common import cpu_times, load_average, steal_percent  # noqa: E402
 from daemon.evaluation.report import stored_report  # noqa: E402
 from daemon.improve.pipeline import changed_tasks  # noqa: E402
 from daemon.lineage.records import CandidateSource  # noqa: E402
-from daemon.verdict import Gate, Verdict  # noqa: E402
+from daemon.verdict import Gate, Stage, Verdict  # noqa: E402
 
-HELDOUT_STAGES = ("heldout", "panel")
+HELDOUT_STAGES = (Stage.HELDOUT, Stage.PANEL)
 
 
 def _dev_report(db: sqlite3.Connection, column: str, value: int) -> Any:

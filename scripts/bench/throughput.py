@@ -62,12 +62,12 @@ class Delayed:
 
 async def _run(rt: Runtime, ref: str, model: MeteredModel, ids: list[str], k: int) -> float:
     rt._models[ref] = model
-    p = rt.policy.current
+    p = rt.policy.get()
     sandbox = p.sandbox.model_copy(update={"concurrency": k})
-    rt.policy.current = p.model_copy(update={"sandbox": sandbox})
+    policy = p.model_copy(update={"sandbox": sandbox})
     subject = Subject(ROOT / "seeds" / "minimal", f"bench-{uuid.uuid4().hex[:6]}")
     start = time.perf_counter()
-    await evaluate(rt, subject, split="heldout", task_ids=ids, model=ref)
+    await evaluate(rt, subject, split="heldout", task_ids=ids, model=ref, policy=policy)
     return len(ids) / (time.perf_counter() - start)
 
 
@@ -78,7 +78,7 @@ async def main(args: argparse.Namespace) -> None:
         ref = f"scripted:{root}/answers.toml"
         store = Store(root / "state" / "state.db")
         async with open_runtime(loaded, holder, store, instance=eval_instance("bench")) as rt:
-            ids = rt.splits().heldout[: args.tasks]
+            ids = rt.splits(policy=holder.get()).heldout[: args.tasks]
             fast = rt.model(ref)
             slow = MeteredModel(Delayed(fast._provider), rt.store, rt.guard)
             models = {"zero latency": fast, f"{LATENCY_S * 1000:.0f} ms latency": slow}

@@ -190,13 +190,16 @@ async def test_killing_a_worker_node_mid_evaluation_loses_no_unit_and_leaks_noth
     victim = ray_cluster.workers()[0]
     async with _runtime(config) as rt:
         assert rt.executor.name == "ray"
-        ids = rt.splits().heldout
+        policy = rt.policy.get()
+        ids = rt.splits(policy=policy).heldout
         _answer_half(harness, asset_cache, ids)
         reports = []
 
         async def run() -> None:
-            subject, model = Subject(harness, "h"), rt.policy.get().models.primary
-            report = await evaluate(rt, subject, split="heldout", task_ids=ids, model=model)
+            subject, model = Subject(harness, "h"), policy.models.primary
+            report = await evaluate(
+                rt, subject, split="heldout", task_ids=ids, model=model, policy=policy
+            )
             reports.append(report)
 
         async with anyio.create_task_group() as tg:

@@ -105,7 +105,7 @@ def test_two_hundred_requests_across_a_promotion(tmp_path: Path, asset_cache: Pa
         for t in threads:
             t.join(900)
         [(swap_ts,)] = endpoint.rows(
-            "SELECT ts FROM pointer WHERE reason LIKE 'promote%' ORDER BY ts LIMIT 1"
+            "SELECT ts FROM pointer WHERE kind = 'promote' ORDER BY ts LIMIT 1"
         )
         rows = {
             r[0]: r[1:]

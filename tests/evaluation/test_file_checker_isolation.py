@@ -271,13 +271,23 @@ async def test_checker_and_harness_cannot_reach_each_other(
     }
     reports: dict[str, EvalReport] = {}
     async with runtime_factory(POLICY.format(model=model, suite=suite)) as rt:
-        assert rt.suite().name.startswith("file:tasks@")
+        policy = rt.policy.get()
+        assert rt.suite(policy=policy).name.startswith("file:tasks@")
         for name, answers in harnesses.items():
             # The spies run once, beside the harness that leaves its mark everywhere.
-            ids = rt.suite().task_ids() if name == "searching" else ["leak-data", "leak-code"]
+            ids = (
+                rt.suite(policy=policy).task_ids()
+                if name == "searching"
+                else ["leak-data", "leak-code"]
+            )
             subject = Subject(_harness(tmp_path, name, answers, mark), name)
             reports[name] = await evaluate(
-                rt, subject, split="heldout", task_ids=ids, model=rt.policy.get().models.primary
+                rt,
+                subject,
+                split="heldout",
+                task_ids=ids,
+                model=policy.models.primary,
+                policy=policy,
             )
     verdicts = {
         name: {t.id: (t.passed, t.detail) for t in report.tasks} for name, report in reports.items()

@@ -72,15 +72,21 @@ async def test_cheating_harnesses_score_what_they_score_without_the_cheat(
     }
     reports: dict[str, EvalReport] = {}
     async with runtime_factory(POLICY.format(model=model)) as rt:
-        ids = rt.splits().heldout
-        suite = await rt.load_suite()  # held-out tasks: their counterfactual copies
+        policy = rt.policy.get()
+        ids = rt.splits(policy=policy).heldout
+        suite = await rt.load_suite(policy=policy)  # held-out tasks: their counterfactual copies
         oracle = {"*": WITHOUT_CHEAT}
         oracle.update({str(suite.task(i).meta["code_prompt"]): suite.expected(i) for i in ids})
         harnesses["honest"] = oracle
         for name, answers in harnesses.items():
             subject = Subject(_harness(tmp_path, name, answers), name)
             reports[name] = await evaluate(
-                rt, subject, split="heldout", task_ids=ids, model=rt.policy.get().models.primary
+                rt,
+                subject,
+                split="heldout",
+                task_ids=ids,
+                model=policy.models.primary,
+                policy=policy,
             )
     for report in reports.values():
         assert report.n == len(ids) and not report.errors

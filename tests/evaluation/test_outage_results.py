@@ -54,10 +54,16 @@ async def test_a_provider_down_mid_evaluation_is_an_outage(
     model = tmp_path / "down.toml"
     model.write_text(DOWN_AFTER_ONE)
     async with runtime_factory(POLICY.format(model=model)) as rt:  # type: ignore[operator]
-        ids = rt.splits().dev
+        policy = rt.policy.get()
+        ids = rt.splits(policy=policy).dev
         with pytest.raises(ProviderUnavailable) as caught:
             await evaluate(
-                rt, Subject(SEED, "seed"), split="dev", task_ids=ids, model=f"scripted:{model}"
+                rt,
+                Subject(SEED, "seed"),
+                split="dev",
+                task_ids=ids,
+                model=f"scripted:{model}",
+                policy=policy,
             )
         assert caught.value.dependency == f"scripted:{model}"
     db = sqlite3.connect(tmp_path / "state" / "state.db")

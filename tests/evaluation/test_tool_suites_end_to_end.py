@@ -219,6 +219,7 @@ async def test_replaying_the_ground_truth_passes_and_silence_and_cheats_do_not(
                 task_ids=TASKS,
                 model=rt.policy.get().models.primary,
                 keep_transcripts=True,
+                policy=rt.policy.get(),
             )
     replay, silent, cheat = reports["replay"], reports["silent"], reports["cheat"]
     assert [t.detail for t in replay.tasks] == ["ok"] * len(TASKS)
@@ -264,6 +265,7 @@ async def test_the_seed_answers_every_turn_and_asks_for_the_next(
             task_ids=[task_id],
             model=rt.policy.get().models.primary,
             keep_transcripts=True,
+            policy=rt.policy.get(),
         )
     (result,) = report.tasks
     assert (result.passed, result.detail, result.error) == (True, "ok", None)
@@ -303,6 +305,7 @@ async def test_agentdojo_replay_passes_silence_scores_by_its_rules_obeying_is_me
                 task_ids=ids,
                 model=primary,
                 suite_spec=spec,
+                policy=rt.policy.get(),
             )
 
         replay = await run("replay", REPLAY, DOJO_TASKS, DOJO, False)

@@ -74,14 +74,20 @@ async def test_oracle_scores_all_wrong_scores_none_and_claims_show_the_gap(
     tmp_path: Path, runtime_factory: Any, asset_cache: Path
 ) -> None:
     async with runtime_factory(POLICY.format(model=_model(tmp_path))) as rt:
-        suite = await rt.load_suite()  # held-out tasks: their counterfactual copies
-        ids = rt.splits().heldout
+        policy = rt.policy.get()
+        suite = await rt.load_suite(policy=policy)  # held-out tasks: their counterfactual copies
+        ids = rt.splits(policy=policy).heldout
         answers = {_question(suite, t): suite.reference_output(t) for t in ids}
         reports = {}
         for mode in ("oracle", "wrong", "claim_all"):
             subject = Subject(_harness(tmp_path, mode, answers), mode)
             reports[mode] = await evaluate(
-                rt, subject, split="heldout", task_ids=ids, model=rt.policy.get().models.primary
+                rt,
+                subject,
+                split="heldout",
+                task_ids=ids,
+                model=policy.models.primary,
+                policy=policy,
             )
     irrelevant = sum(t.startswith("irrelevance") for t in ids)
     assert 0 < irrelevant < len(ids)  # both kinds of task are in the split
@@ -117,8 +123,9 @@ async def test_a_function_nobody_calls_is_reported_never_executed(
             rt,
             Subject(harness, "patched"),
             split="dev",
-            task_ids=rt.splits().dev,
+            task_ids=rt.splits(policy=rt.policy.get()).dev,
             model=rt.policy.get().models.primary,
+            policy=rt.policy.get(),
         )
     never = {n.file: n for n in report.coverage.never_executed}
     assert "rank_candidates" in never["harness.py"].functions
@@ -135,13 +142,15 @@ async def test_containers_see_opaque_task_ids(tmp_path: Path, runtime_factory: A
         "def solve(task, ctx):\n    return {'output': task['id'], 'claimed_success': False}\n"
     )
     async with runtime_factory(POLICY.format(model=_model(tmp_path))) as rt:
-        ids = rt.splits().dev
+        policy = rt.policy.get()
+        ids = rt.splits(policy=policy).dev
         report = await evaluate(
             rt,
             Subject(harness, "echo"),
             split="dev",
             task_ids=ids,
-            model=rt.policy.get().models.primary,
+            model=policy.models.primary,
+            policy=policy,
         )
     seen = [t.output for t in report.tasks]
     assert [t.id for t in report.tasks] == ids

@@ -77,18 +77,19 @@ concurrency = 3
 
 async def submit(rt: Runtime, lineage: Lineage, text: str) -> tuple[intake.Submitted, Any]:
     parent = lineage.current()
+    snapshot = rt.snapshot()  # one policy for the candidate, from its static stage on
     sub = intake.record(
         lineage,
         parent,
         text,
         source=CandidateSource.EXTERNAL,
         proposer_model=None,
-        policy=rt.policy.get().patch,
+        policy=snapshot.policy.patch,
         work_dir=rt.work_dir,
     )
     if not sub.accepted_for_evaluation:
         return sub, None
-    verdict: Verdict = await Pipeline(rt, lineage).run(sub.candidate_id)
+    verdict: Verdict = await Pipeline(rt, lineage).run(sub.candidate_id, snapshot)
     return sub, verdict
 
 

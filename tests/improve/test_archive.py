@@ -200,7 +200,7 @@ def test_a_repeated_patch_is_refused_and_shown_once_with_a_count(
     cand = lineage.candidate(again)
     assert cand.state == "rejected" and cand.verdict is not None
     assert cand.verdict.reason == f"duplicate of c{first}; not evaluated again"
-    assert briefing.duplicate_of(cand) == first
+    assert cand.duplicate_of == first
     text = _build(store, lineage)
     assert f"c{first} on v0001 (proposer, proposed 2 times): rejected at smoke" in text
     assert f"c{again} " not in text

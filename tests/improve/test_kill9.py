@@ -33,7 +33,7 @@ CLIMB = 2  # promotions the climbing policy's proposer can make (its L3 is no ga
 def _promotions(daemon: RunningDaemon) -> int:
     db = sqlite3.connect(daemon.state_dir / "state.db")
     try:
-        query = "SELECT COUNT(*) FROM pointer WHERE reason LIKE 'promote:%'"
+        query = "SELECT COUNT(*) FROM pointer WHERE kind = 'promote'"
         return int(db.execute(query).fetchone()[0])
     finally:
         db.close()
@@ -89,7 +89,7 @@ def test_twenty_kill9_rounds(tmp_path: Path, asset_cache: Path) -> None:
     assert events == ROUNDS + 1
     # The kills must have hit a lineage that was really moving: promotions completed in
     # lives that were later killed, not only in the last one.
-    promoted = [ts for (ts,) in db.execute("SELECT ts FROM pointer WHERE reason LIKE 'promote:%'")]
+    promoted = [ts for (ts,) in db.execute("SELECT ts FROM pointer WHERE kind = 'promote'")]
     assert len(promoted) >= 2, promoted
     assert any(ts < last_start for ts in promoted), (promoted, last_start)
     client.close()

@@ -66,7 +66,7 @@ async def test_the_parent_runs_only_what_the_tests_use_and_once_per_task(
     async with runtime_factory(policy(model, SPEC, DEV, HELDOUT, LENIENT)) as rt:
         lineage = Lineage(rt.store, tmp_path / "harnesses")
         seed = lineage.init_seed(SEED)
-        order = rt.splits().heldout
+        order = rt.splits(policy=rt.policy.get()).heldout
         block = len(order)
         used: list[int] = []
         for patch in (DROP, DROP_TOO):
@@ -129,8 +129,8 @@ async def test_an_outage_mid_test_resumes_it_at_its_slot(
     async with runtime_factory(text) as rt:
         lineage = Lineage(rt.store, tmp_path / "harnesses")
         lineage.init_seed(SEED)
-        block = rt.splits().heldout
-        suite = await rt.load_suite()
+        block = rt.splits(policy=rt.policy.get()).heldout
+        suite = await rt.load_suite(policy=rt.policy.get())
         question = [m.content for m in suite.task(block[OUTAGE_AT]).prompt if m.role == "user"]
     # The model server is down for that question: whichever side reaches it first meets
     # an outage (a scripted "unavailable" error, as a refused connection gives).
@@ -144,7 +144,7 @@ async def test_an_outage_mid_test_resumes_it_at_its_slot(
         lineage = Lineage(rt.store, tmp_path / "harnesses")
         sub, _ = await _record(rt, lineage, DROP)
         with pytest.raises(BaseException) as caught:
-            await Pipeline(rt, lineage).run(sub.candidate_id)
+            await Pipeline(rt, lineage).run(sub.candidate_id, rt.snapshot())
         assert "unavailable" in repr(caught.value) or "connection refused" in repr(caught.value)
         first = alpha_ledger.test_of(rt.store, sub.candidate_id)
         assert first is not None and first.state == "running"  # not settled: not a loss
@@ -153,7 +153,7 @@ async def test_an_outage_mid_test_resumes_it_at_its_slot(
     model.write_text(healthy)  # the server is back
     async with runtime_factory(text) as rt:
         lineage = Lineage(rt.store, tmp_path / "harnesses")
-        verdict = await Pipeline(rt, lineage).run(sub.candidate_id)
+        verdict = await Pipeline(rt, lineage).run(sub.candidate_id, rt.snapshot())
         tests = alpha_ledger.tests(rt.store)
         after = _tasks(_heldout_runs(rt, candidate_id=sub.candidate_id))
     assert verdict.decision == "reject" and verdict.stage == "heldout", verdict

@@ -5,7 +5,9 @@ Through the real pipeline, sandbox and scripted model: as the candidate enters t
 stage (its dev screen passed under the original policy) the policy in force is replaced by
 one under which it could not pass: a token cap it exceeds, a per-task token budget no model
 call fits, a wider margin, stricter point gates. The verdict must be the one the original
-policy reaches, with the original's thresholds, and name the original policy.
+policy reaches, with the original's thresholds, and name the original policy; so must the
+verdict the lineage recorded. (``test_policy_snapshot.py`` follows the same edit through the
+loop's whole cycle, proposal included, and every policy each stage was handed.)
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ async def test_a_policy_edit_mid_candidate_does_not_reach_its_verdict(
     # panel; the proposer is not asked here.
     text = proposer_policy(tmp_path, asset_cache, f"scripted:{tmp_path / 'solver.toml'}")
     async with runtime_factory(text) as rt:
-        original = rt.policy.get()
+        snapshot = rt.snapshot()
+        original = snapshot.policy
         path = rt.policy.path
         lineage = Lineage(rt.store, tmp_path / "harnesses")
         lineage.init_seed(SEED)
@@ -66,15 +69,22 @@ async def test_a_policy_edit_mid_candidate_does_not_reach_its_verdict(
         edited: list[str] = []
 
         def activity(line: str) -> None:
-            if line == f"candidate c{sub.candidate_id}: heldout" and not edited:
+            if edited:
+                edited.append(line)  # what ran after the edit
+            elif line == f"candidate c{sub.candidate_id}: heldout":
                 # What a reload of the file does, between the dev screen and the held-out test.
                 path.write_text(text + STRICT)
                 rt.policy.current = load_policy(path)
                 edited.append(line)
 
-        verdict = await Pipeline(rt, lineage, activity).run(sub.candidate_id)
+        verdict = await Pipeline(rt, lineage, activity).run(sub.candidate_id, snapshot)
         strict = rt.policy.get()
+        recorded = lineage.candidate(sub.candidate_id)
     assert edited and strict != original and strict.budget.tokens_per_task == 1
+    # The held-out test and the gates after it ran after the edit.
+    assert any("held-out test" in line for line in edited[1:]), edited
+    assert any("decoy" in line for line in edited[1:]), edited
+    assert recorded.verdict == verdict
     # Under the edited policy every model call would be refused and the token cap failed.
     assert verdict.decision == "accept", verdict
     assert verdict.policy is not None

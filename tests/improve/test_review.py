@@ -153,9 +153,9 @@ def test_while_a_candidate_awaits_review_the_loop_and_the_heldout_stage_wait(
     )
     loop = ImprovementLoop(rt, lineage, LoopControl())
     for external in (False, True):  # a queued patch of a person's waits too
-        why = loop._why_waiting(external)
-        assert why is not None and f"c{cid} awaiting review" in why
-        assert "harnessctl approve cN" in why
+        waiting = loop._why_waiting(external)
+        assert waiting is not None and f"c{cid} awaiting review" in waiting.why
+        assert "harnessctl approve cN" in waiting.why and not waiting.budget_spent
     other = lineage.add_candidate(_proposed(seed, "next"))
     refusal = claim_slot(rt, other, policy)
     assert isinstance(refusal, str) and f"c{cid} awaits review" in refusal

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from daemon.config.policy import Policy
-from daemon.improve.pipeline import NO_CHANGE, STAGES
+from daemon.improve.pipeline import BEFORE_HELDOUT, FROM_HELDOUT, NO_CHANGE, STAGES
 from daemon.improve.stages import PipelineStage, StageResult, not_reached, run_stages
-from daemon.verdict import Gate, GateResult, PolicyUsed, Verdict
+from daemon.verdict import Gate, GateResult, PolicyUsed, Stage, Verdict
 
 pytestmark = pytest.mark.unit
 
@@ -34,6 +34,27 @@ def test_the_stages_run_in_the_documented_order_and_list_every_gate_once() -> No
     assert gates == list(Gate) and len(set(gates)) == len(gates)
     # The security gate is listed only where the policy enables it.
     assert Gate.SECURITY not in [g for s in STAGES for g in s.gates(Policy())]
+
+
+def test_the_stage_sets_the_rest_of_the_daemon_reads_are_derived_from_the_list() -> None:
+    """What a candidate must pass before a held-out slot, and the stages that say it got to
+    the held-out test (the proposer learns one bit of those), both come from STAGES."""
+    assert [s.name for s in BEFORE_HELDOUT] == ["smoke", "dev screen", "dev change"]
+    assert {s.stage for s in BEFORE_HELDOUT} == {Stage.SMOKE, Stage.DEV}
+    assert {Stage.HELDOUT, Stage.PANEL, Stage.DONE, Stage.REVIEW, Stage.PROMOTED} == FROM_HELDOUT
+    # The stored text of every stage stays what earlier releases wrote.
+    assert [s.value for s in Stage] == [
+        "proposed",
+        "parse",
+        "static",
+        "smoke",
+        "dev",
+        "heldout",
+        "panel",
+        "done",
+        "review",
+        "promoted",
+    ]
 
 
 class Scripted:

@@ -127,3 +127,18 @@ def assert_consistent(store: Store, root: Path) -> None:
     accepted = {c.id for c in lineage.candidates(state="accepted")}
     assert accepted == {v.candidate_id for v in versions if v.candidate_id is not None}
     assert not list((root / ".git").rglob("*.lock"))
+
+
+# The first release's ``versions`` table and ``candidates`` columns: what an older state
+# database starts from in the migration tests.
+FIRST_VERSIONS_TABLE = (
+    "CREATE TABLE versions (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, parent_id "
+    "INTEGER, candidate_id INTEGER, created REAL NOT NULL, tree_hash TEXT NOT NULL, "
+    "git_commit TEXT, message TEXT NOT NULL);"
+)
+FIRST_CANDIDATE_COLUMNS = (
+    "id INTEGER PRIMARY KEY, parent_version_id INTEGER NOT NULL, created REAL NOT NULL, "
+    "updated REAL NOT NULL, source TEXT NOT NULL, proposer_model TEXT, rationale TEXT NOT "
+    "NULL, patch TEXT NOT NULL, raw TEXT NOT NULL, state TEXT NOT NULL, stage TEXT NOT NULL, "
+    "verdict TEXT"
+)

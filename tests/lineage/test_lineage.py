@@ -4,21 +4,28 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import stat
 from pathlib import Path
 
 import pytest
-from lineage_helpers import assert_consistent, make_candidate
+from lineage_helpers import (
+    FIRST_CANDIDATE_COLUMNS,
+    FIRST_VERSIONS_TABLE,
+    assert_consistent,
+    make_candidate,
+)
 
 from daemon.errors import LineageError, UnknownRef
-from daemon.lineage import CandidateSource, Lineage, NewCandidate
+from daemon.lineage import CandidateSource, CandidateState, Lineage, NewCandidate, PointerKind
 from daemon.lineage.fs import tree_hash
 from daemon.lineage.git import GitHistory
+from daemon.lineage.records import commit_message
 from daemon.patches.model import ParseFailure
 from daemon.patches.parse import parse_proposal
 from daemon.patches.tree import read_tree
 from daemon.store import Store
-from daemon.verdict import GateResult, Verdict
+from daemon.verdict import GateResult, Stage, Verdict
 
 pytestmark = pytest.mark.unit
 
@@ -120,22 +127,32 @@ def test_promote_refuses_stale_final_and_unknown_candidates(
 
 
 def test_candidate_states(lineage: Lineage, seed_dir: Path, work: Path) -> None:
+    # Stored as text: the values stay what earlier releases wrote.
+    assert [s.value for s in CandidateState] == [
+        "proposed",
+        "evaluating",
+        "awaiting_review",
+        "accepted",
+        "rejected",
+        "interrupted",
+    ]
     seed = lineage.init_seed(seed_dir)
     cid, _ = make_candidate(lineage, work, evaluating=False)
-    assert lineage.candidate(cid).state == "proposed"
-    lineage.set_candidate(cid, "evaluating", "smoke")
-    lineage.set_candidate(cid, "interrupted", "smoke")
-    lineage.set_candidate(cid, "evaluating", "dev")
-    smoke = Verdict(decision="reject", stage="smoke", reason="smoke failed")
-    lineage.set_candidate(cid, "rejected", "dev", smoke)
+    assert lineage.candidate(cid).state is CandidateState.PROPOSED
+    lineage.set_candidate(cid, CandidateState.EVALUATING, Stage.SMOKE)
+    lineage.set_candidate(cid, CandidateState.INTERRUPTED, Stage.SMOKE)
+    lineage.set_candidate(cid, CandidateState.EVALUATING, Stage.DEV)
+    smoke = Verdict(decision="reject", stage=Stage.SMOKE, reason="smoke failed")
+    lineage.set_candidate(cid, CandidateState.REJECTED, Stage.DEV, smoke)
     rejected = lineage.candidate(cid)
     assert (rejected.state, rejected.stage, rejected.verdict) == ("rejected", "dev", smoke)
+    assert rejected.stage is Stage.DEV
     with pytest.raises(LineageError, match="already rejected"):
-        lineage.set_candidate(cid, "evaluating", "dev")
+        lineage.set_candidate(cid, CandidateState.EVALUATING, Stage.DEV)
     with pytest.raises(LineageError, match="only through promote"):
-        lineage.set_candidate(cid, "accepted", "dev")
+        lineage.set_candidate(cid, CandidateState.ACCEPTED, Stage.DEV)
     with pytest.raises(LineageError, match="unknown candidate state 'done'"):
-        lineage.set_candidate(cid, "done", "dev")  # type: ignore[arg-type]
+        lineage.set_candidate(cid, "done", Stage.DEV)  # type: ignore[arg-type]
     with pytest.raises(LineageError, match="source must be one of"):
         lineage.add_candidate(
             NewCandidate(
@@ -168,7 +185,7 @@ def test_candidate_states(lineage: Lineage, seed_dir: Path, work: Path) -> None:
     )
     assert recorded.verdict is not None and "no patch found" in recorded.verdict.reason
     assert recorded.verdict.decision == "reject" and recorded.verdict.gates == []
-    assert [c.id for c in lineage.candidates(state="rejected")] == [unparseable, cid]
+    assert [c.id for c in lineage.candidates(state=CandidateState.REJECTED)] == [unparseable, cid]
     assert [c.id for c in lineage.candidates(parent=seed, limit=1)] == [unparseable]
 
 
@@ -182,7 +199,11 @@ def test_rollback_is_recorded_in_sqlite_and_git(
     assert back == seed and lineage.current() == seed
     assert os.readlink(root / "current") == "versions/v0001"
     change = lineage.history()[-1]
-    assert change.is_rollback and change.reason == "rollback: accuracy regressed in production"
+    assert change.kind is PointerKind.ROLLBACK and change.is_rollback
+    assert change.reason == "accuracy regressed in production"
+    assert change.summary == "rollback: accuracy regressed in production"
+    kinds = [c.kind for c in lineage.history()]
+    assert kinds == [PointerKind.SEED, PointerKind.PROMOTE, PointerKind.ROLLBACK]
     newest = GitHistory(root).log()[0]
     assert newest.trailers["Harnessd-Version"] == "v0001"
     assert lineage.get(newest.sha[:10]) == seed  # a rollback commit names its version
@@ -304,3 +325,62 @@ def test_a_tree_that_differs_from_the_recorded_patch_is_refused(
     with pytest.raises(LineageError, match="not v0001 plus the candidate's recorded patch"):
         lineage.promote(cid, tree, VERDICT)
     assert [v.name for v in lineage.versions()] == ["v0001"]
+
+
+def test_an_older_database_gains_its_typed_facts_from_the_text_it_held(tmp_path: Path) -> None:
+    """Schema 5: a repeat's earlier candidate and a pointer change's kind were text in the
+    reason; opening the database once moves them into their columns, and the rollback's git
+    message is the same as the one written from the old row."""
+    duplicate = Verdict(
+        decision="reject", stage=Stage.STATIC, reason="duplicate of c1; not evaluated again"
+    )
+    other = Verdict(decision="reject", stage=Stage.STATIC, reason="duplicate of nothing")
+    path = tmp_path / "state.db"
+    old = sqlite3.connect(path)
+    old.executescript(
+        f"{FIRST_VERSIONS_TABLE}CREATE TABLE candidates ({FIRST_CANDIDATE_COLUMNS}, "
+        "base_candidate_id INTEGER, review_held REAL, review_decided REAL, reviewer TEXT, "
+        "review_reason TEXT);"
+        "CREATE TABLE pointer (id INTEGER PRIMARY KEY, ts REAL NOT NULL, version_id INTEGER "
+        "NOT NULL, reason TEXT NOT NULL, candidate_id INTEGER);"
+        "INSERT INTO versions VALUES (1, 'v0001', NULL, NULL, 1.0, 'h', NULL, 'seed');"
+        "INSERT INTO versions VALUES (2, 'v0002', 1, 2, 2.0, 'h2', NULL, 'v0002: promote');"
+        "INSERT INTO pointer VALUES (1, 1.0, 1, 'seed: minimal', NULL);"
+        "INSERT INTO pointer VALUES (2, 2.0, 2, 'promote: candidate 2', 2);"
+        "INSERT INTO pointer VALUES (3, 3.0, 1, 'rollback: worse: by 3 points', NULL);"
+        "PRAGMA user_version=4;"
+    )
+    rows = [(1, "rejected", "smoke", None), (2, "rejected", "static", duplicate)]
+    rows.append((3, "rejected", "static", other))
+    for cid, state, stage, verdict in rows:
+        old.execute(
+            "INSERT INTO candidates(id, parent_version_id, created, updated, source, "
+            "proposer_model, rationale, patch, raw, state, stage, verdict) "
+            "VALUES (?, 1, 1.0, 1.0, 'proposer', 'm', 'r', '', 'raw', ?, ?, ?)",
+            (cid, state, stage, verdict.model_dump_json() if verdict else None),
+        )
+    old.commit()
+    old.close()
+    store = Store(path)
+    lineage = Lineage(store, tmp_path / "harnesses")
+    assert [lineage.candidate(c).duplicate_of for c in (1, 2, 3)] == [None, 1, None]
+    history = lineage.history()
+    assert [(h.kind, h.reason) for h in history] == [
+        (PointerKind.SEED, "minimal"),
+        (PointerKind.PROMOTE, "candidate 2"),
+        (PointerKind.ROLLBACK, "worse: by 3 points"),
+    ]
+    assert [h.summary for h in history] == [
+        "seed: minimal",
+        "promote: candidate 2",
+        "rollback: worse: by 3 points",
+    ]
+    seed = lineage.get("v0001")
+    message = commit_message(history[-1], seed, "v0002")
+    assert message.startswith("rollback to v0001 (from v0002)\n\nReason: worse: by 3 points\n")
+    store.close()
+    store = Store(path)  # opening it again changes nothing
+    assert [h.reason for h in Lineage(store, tmp_path / "harnesses").history()][-1] == (
+        "worse: by 3 points"
+    )
+    store.close()

@@ -7,7 +7,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from lineage_helpers import assert_consistent, make_candidate
+from lineage_helpers import (
+    FIRST_CANDIDATE_COLUMNS,
+    FIRST_VERSIONS_TABLE,
+    assert_consistent,
+    make_candidate,
+)
 
 from daemon.errors import LineageError, NotAwaitingReview, StaleParent
 from daemon.lineage import Decider, Lineage, Review
@@ -153,13 +158,7 @@ def test_an_older_database_gains_the_review_columns(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     old = sqlite3.connect(path)
     old.executescript(
-        "CREATE TABLE versions (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, parent_id "
-        "INTEGER, candidate_id INTEGER, created REAL NOT NULL, tree_hash TEXT NOT NULL, "
-        "git_commit TEXT, message TEXT NOT NULL);"
-        "CREATE TABLE candidates (id INTEGER PRIMARY KEY, parent_version_id INTEGER NOT NULL, "
-        "created REAL NOT NULL, updated REAL NOT NULL, source TEXT NOT NULL, proposer_model "
-        "TEXT, rationale TEXT NOT NULL, patch TEXT NOT NULL, raw TEXT NOT NULL, state TEXT NOT "
-        "NULL, stage TEXT NOT NULL, verdict TEXT);"
+        f"{FIRST_VERSIONS_TABLE}CREATE TABLE candidates ({FIRST_CANDIDATE_COLUMNS});"
         "INSERT INTO versions VALUES (1, 'v0001', NULL, NULL, 1.0, 'h', NULL, 'seed');"
         "INSERT INTO candidates VALUES (1, 1, 1.0, 1.0, 'proposer', 'm', 'r', '', 'raw', "
         "'rejected', 'dev', NULL);"

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 from pagecheck import Page, active
-from world import HOSTILE
+from world import ALPHAS, HOSTILE
 
 from daemon.errors import ConfigError
+from daemon.improve import alpha_ledger
 from daemon.report import candidate_arg
 from daemon.report.build import PLOTS, write_report
 from daemon.report.svg import UnsafeSvg, clean, new_figure, to_svg
@@ -99,7 +100,11 @@ def test_sequential_path_is_the_gates_test(world_store: Store) -> None:
     data = gather(world_store)
     path = chosen(data, 3)
     assert path is not None and path.candidate_id == 3 and path.total == 12
-    assert path.threshold == pytest.approx(20.0)  # 1/alpha, alpha 0.05 from c3's verdict
+    # 1/alpha at c3's share of the lineage's alpha, as the alpha ledger recorded it (its
+    # verdict's gates hold other thresholds).
+    test = alpha_ledger.test_of(world_store, 3)
+    assert test is not None and test.alpha == ALPHAS[3]
+    assert path.threshold == pytest.approx(1 / ALPHAS[3])
     # c3 against v0002 (solved {0,2,4,6,8,9}): c3 solves {0,1,2,4,6,8,9,10}: 2 wins, 0 losses
     # in 12 tasks, too few to ever reach 1/alpha: the test stops early, rejecting.
     last = path.steps[-1]

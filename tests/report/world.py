@@ -2,8 +2,9 @@
 
 Three versions (the seed and two promotions, the second a child of the first), a rejected
 candidate on each, held-out and dev reports on two models, a paired held-out run for each
-candidate, and ledger rows over an hour. Every text a proposer or harness controls carries
-:data:`HOSTILE`: markup that would run if the page failed to escape it.
+candidate with its test in the alpha ledger, and token ledger rows over an hour. Every text
+a proposer or harness controls carries :data:`HOSTILE`: markup that would run if the page
+failed to escape it.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from daemon.acceptance.spending import NextTest
 from daemon.evaluation import results
 from daemon.evaluation.report import CoverageReport, TaskResult, build_report
 from daemon.gateway import ledger
+from daemon.improve import alpha_ledger
 from daemon.lineage import CandidateSource, Lineage, NewCandidate, Version
 from daemon.patches import apply_proposal, parse_proposal
 from daemon.patches.model import Proposal
@@ -104,6 +107,19 @@ def _patch(lineage: Lineage, parent: Version, step: int, tmp: Path) -> tuple[str
     return apply_proposal(lineage.path(parent), proposal, tree).git_diff, tree
 
 
+# Each candidate's share of the lineage's alpha in the alpha ledger, by id: larger than a
+# real schedule's (a 12-task block decides nothing at those), and unlike any gate threshold.
+ALPHAS = {1: 0.04, 2: 0.02, 3: 0.03, 4: 0.015}
+
+
+def _heldout_test(store: Store, cid: int, promoted: bool, epoch: int) -> None:
+    """The candidate's held-out test in the alpha ledger, settled."""
+    position = 1 + sum(t.epoch == epoch for t in alpha_ledger.tests(store))
+    slot = NextTest(epoch, position, ALPHAS[cid], epoch - 1, True, False, position == 1)
+    alpha_ledger.start(store, cid, slot, "block")
+    alpha_ledger.finish(store, cid, "promoted" if promoted else "not_promoted", None)
+
+
 def build_world(tmp: Path) -> Store:
     """The recorded lineage; returns its open store (the caller closes it)."""
     store = Store(tmp / "state" / "state.db")
@@ -133,6 +149,7 @@ def build_world(tmp: Path) -> Store:
             _record(
                 store, run, _report(run, MODELS[0], "heldout", won, candidate_id=cid), None, cid
             )
+            _heldout_test(store, cid, promoted=cid == good, epoch=step)
         lineage.set_candidate(bad, "rejected", "heldout", _verdict(False))
         lineage.set_candidate(good, "evaluating", "heldout")
         parent = lineage.promote(good, tree, _verdict(True))

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from daemon.evaluation.report import EvalReport, TaskResult
+from daemon.evaluation.report import EvalReport, Split, TaskResult
 from daemon.improve.proposer import edit_protocol
 from daemon.patches.targets import Targets
 from daemon.providers.base import ChatRequest, Message
@@ -136,7 +136,7 @@ def build_prompt(
     source and its targets, compact failures); without, the free-text patch protocol.
     ``failures_text``: the failed tasks rendered already (:func:`failures_within`, the text
     protocol's whole transcripts); None renders ``failures`` clipped."""
-    if dev.split != "dev":
+    if dev.split != Split.DEV:
         raise ValueError("the proposer may only see dev-split reports")
     if targets is None:
         system, clips = SYSTEM, Clips()
