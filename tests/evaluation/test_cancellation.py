@@ -83,6 +83,7 @@ def test_ctrl_c_on_eval_removes_containers_and_run_dirs(tmp_path: Path, asset_ca
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(30)  # reaped here, not left to warn in whichever test runs next
     assert proc.returncode != 0
     assert _mine(client, instance) == []
     assert list(runs_root(instance).iterdir()) == []
@@ -151,5 +152,6 @@ def test_containers_of_a_killed_eval_are_reaped_by_the_next_one(
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(30)  # reaped here, not left to warn in whichever test runs next
     assert _mine(client, f"{instance_id(state)}-eval-{second.pid}") == []
     client.close()
