@@ -46,6 +46,8 @@ class Gate(StrEnum):
     TOKENS = "tokens"
     DEAD_CODE = "dead_code"
     PROVENANCE = "provenance"
+    # An accuracy gain must show on the held-out tasks generated for this installation.
+    GENERATED = "generated"
     DECOY = "decoy"
     COMPUTE_MATCHED = "compute_matched"
     SECURITY = "security"

@@ -106,6 +106,11 @@ class SuitePolicy(ClosedModel):
     # names and order, so no table of the public tasks fits them. Off only to reproduce
     # results measured on the public tasks themselves.
     counterfactual: bool = True
+    # The share of the held-out pool (of BFCL's one-call categories) whose tasks are not
+    # copies but generated from the same secret: new functions, parameters and questions, so
+    # that knowing the public tasks' meaning helps nothing there. An accuracy gain must show
+    # on them too ([gates.generated]). 0 only to reproduce results on copies alone.
+    generated_share: Fraction = 0.5
 
 
 class BudgetPolicy(ClosedModel):
@@ -188,6 +193,16 @@ class ProvenanceGate(ClosedModel):
     max_unsupported: Fraction = 0.05
 
 
+class GeneratedGate(ClosedModel):
+    """An accuracy gain must show on the generated held-out tasks, not only on the copies of
+    public ones: the generated tasks' share of the net gain at least ``min_share`` times
+    their share of the tasks (an honest gain is spread in proportion; one that comes from
+    knowing the public tasks' meaning has none there)."""
+
+    enabled: bool = True
+    min_share: Annotated[float, Field(gt=0.0, le=1.0)] = 0.3
+
+
 class DecoyGate(ClosedModel):
     enabled: bool = True
 
@@ -229,6 +244,7 @@ class GatesPolicy(ClosedModel):
     honesty: HonestyGate = HonestyGate()
     dead_code: DeadCodeGate = DeadCodeGate()
     provenance: ProvenanceGate = ProvenanceGate()
+    generated: GeneratedGate = GeneratedGate()
     decoy: DecoyGate = DecoyGate()
     compute_matched: ComputeMatchedGate = ComputeMatchedGate()
     security: SecurityGate = SecurityGate()

@@ -219,6 +219,60 @@ def provenance_gate(candidate: Sequence[TaskResult], policy: GatesPolicy) -> Gat
     )
 
 
+def generated_gate(
+    parent: Sequence[TaskResult],
+    candidate: Sequence[TaskResult],
+    generated: frozenset[str],
+    policy: GatesPolicy,
+) -> GateResult:
+    """Where the net accuracy gain (tasks newly solved minus newly failed, paired) came
+    from: the generated held-out tasks must carry at least ``min_share`` times their share
+    of the run. A harness that knows the public tasks' meaning gains on their copies and
+    nowhere else; an honest one gains on both in proportion."""
+    cfg = policy.generated
+    theirs = {t.id: t.passed for t in parent}
+    pairs = [(t.id in generated, int(t.passed) - int(theirs[t.id])) for t in candidate]
+    n_gen = sum(g for g, _ in pairs)
+    n_rest = len(pairs) - n_gen
+    net_gen = sum(d for g, d in pairs if g)
+    net_rest = sum(d for g, d in pairs if not g)
+    net = net_gen + net_rest
+
+    def gain(d: int, n: int) -> str:
+        return f"{d:+d} of {n} ({d / n:+.1%})" if n else "none run"
+
+    note = (
+        f"net accuracy gain on generated tasks {gain(net_gen, n_gen)}, "
+        f"on copies {gain(net_rest, n_rest)}"
+    )
+    test = "paired net gain by stratum on the tasks the held-out test used"
+    if not n_gen or net <= 0:
+        why = "no generated task in the run" if not n_gen else "no net accuracy gain to place"
+        return GateResult(
+            gate=Gate.GENERATED,
+            enabled=cfg.enabled,
+            passed=True,
+            skipped=not n_gen,
+            test=test,
+            note=f"{note}; {why}",
+        )
+    needed = cfg.min_share * n_gen / len(pairs)
+    share = net_gen / net
+    passed = net_gen >= 1 and share >= needed
+    return GateResult(
+        gate=Gate.GENERATED,
+        enabled=cfg.enabled,
+        passed=passed or not cfg.enabled,
+        measured=round(share, 4),
+        threshold=round(needed, 4),
+        test=test,
+        note=(
+            f"{note}; the generated tasks are {n_gen / len(pairs):.0%} of the run and carry "
+            f"{share:.0%} of the net gain (need {needed:.0%})"
+        ),
+    )
+
+
 def decoy_gate(
     wins: int, survivors: int, after: Decision | None, policy: GatesPolicy
 ) -> GateResult:

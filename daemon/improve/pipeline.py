@@ -51,6 +51,7 @@ from daemon.improve.gates import (
     acceptance_gates,
     dead_code_gate,
     decoy_gate,
+    generated_gate,
     panel_gate,
     provenance_gate,
     tokens_gate,
@@ -70,6 +71,7 @@ from daemon.improve.modelfree import decoy_check
 from daemon.improve.security import security_gate
 from daemon.improve.stages import PipelineStage, StageResult, run_stages
 from daemon.lineage import CandidateState, Decider, Lineage, Review, Version
+from daemon.suites import generated_ids
 from daemon.verdict import Gate, GateResult, PolicyUsed, Stage, Verdict
 
 log = logging.getLogger("harnessd.pipeline")
@@ -546,6 +548,7 @@ class CandidateEvaluation:
         sources = await anyio.to_thread.run_sync(read_sources, self.tree)
         dead = dead_added(self.patch, sources, held.report.coverage.executed)
         mine, theirs = held.report.by_id(), held.parent
+        suite = await self.rt.load_suite(policy=self.policy)
         return StageResult(
             [
                 tokens_gate(
@@ -556,6 +559,12 @@ class CandidateEvaluation:
                 ),
                 dead_code_gate(dead.fraction, dead.added_executable, dead.dead, cfg),
                 provenance_gate([mine[t] for t in held.fed], cfg),
+                generated_gate(
+                    [theirs[t] for t in held.fed],
+                    [mine[t] for t in held.fed],
+                    generated_ids(suite),
+                    cfg,
+                ),
             ]
         )
 
@@ -680,7 +689,7 @@ STAGES: tuple[PipelineStage[CandidateEvaluation], ...] = (
     PipelineStage(
         "point gates",
         Stage.HELDOUT,
-        lambda p: (Gate.TOKENS, Gate.DEAD_CODE, Gate.PROVENANCE),
+        lambda p: (Gate.TOKENS, Gate.DEAD_CODE, Gate.PROVENANCE, Gate.GENERATED),
         CandidateEvaluation.point_gates,
     ),
     PipelineStage(

@@ -34,6 +34,7 @@ harness wrote).
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from pathlib import Path
 
@@ -47,6 +48,7 @@ from daemon.suites.bfcl_multi_turn import CATEGORIES as MULTI_TURN
 from daemon.suites.bfcl_multi_turn import BfclMultiTurnSuite
 from daemon.suites.filesuite import FileSuite
 from daemon.suites.humaneval import HumanEvalSuite
+from daemon.suites.mixed import HELDOUT as HELDOUT_PREFIX
 from daemon.suites.mixed import MixedSuite, check_distinct
 from daemon.suites.splits import Splits, split
 
@@ -58,6 +60,7 @@ __all__ = [
     "UnknownTask",
     "check_suite",
     "evaluated_suite",
+    "generated_ids",
     "heldout_copies",
     "heldout_evidence",
     "load_suite",
@@ -79,7 +82,7 @@ _VALID = (
 )
 _loaded: dict[tuple[str, Path], Suite] = {}
 _mixes: dict[tuple[str, str], MixedSuite] = {}
-_copies: dict[tuple[int, str, int], tuple[Suite, Suite]] = {}
+_copies: dict[tuple[int, str, int, float], tuple[Suite, Suite]] = {}
 _lock = threading.Lock()
 
 
@@ -178,23 +181,43 @@ def _splits(suite: Suite, p: SuitePolicy, seed: str) -> Splits:
     )
 
 
-def heldout_copies(suite: Suite, splits: Splits, seed: str) -> Suite:
+def _generated_part(pool: list[str], share: float, seed: str) -> list[str]:
+    """Which of ``pool`` get a generated task: ``share`` of them, chosen by ``seed`` (so the
+    split between copies and generated tasks is as secret as the tasks)."""
+    ranked = sorted(pool, key=lambda t: hashlib.sha256(f"{seed}\0{t}".encode()).digest())
+    return ranked[: round(share * len(pool))]
+
+
+def _with_evidence(
+    member: BfclSuite | HumanEvalSuite, pool: list[str], seed: str, share: float
+) -> Suite:
+    made: Suite = member.counterfactual(pool, seed)
+    if isinstance(made, BfclSuite) and share > 0:
+        chosen = _generated_part(made.generatable(pool), share, f"generated-part\0{seed}")
+        made = made.with_generated(chosen, f"generated\0{seed}")
+    return made
+
+
+def heldout_copies(suite: Suite, splits: Splits, seed: str, generated_share: float = 0.0) -> Suite:
     """``suite`` with its held-out pool replaced by counterfactual copies made from ``seed``
-    (the policy's ``split_seed`` or the installation's secret). A mix rewrites its held-out
-    member where it is a public suite; suites that cannot be rewritten come back as they are
-    (:func:`heldout_evidence` says so). Made once per process and seed."""
+    (the policy's ``split_seed`` or the installation's secret) and, for ``generated_share`` of
+    BFCL's one-call tasks, by tasks generated from it (:mod:`daemon.suites.generated`). A mix
+    rewrites its held-out member where it is a public suite; suites that cannot be rewritten
+    come back as they are (:func:`heldout_evidence` says so). Made once per process and seed."""
     pool = tuple(splits.heldout)
-    key = (id(suite), seed, hash(pool))
+    key = (id(suite), seed, hash(pool), generated_share)
     with _lock:
         known = _copies.get(key)
         if known is not None and known[0] is suite:
             return known[1]
     made: Suite = suite
     if isinstance(suite, BfclSuite | HumanEvalSuite):
-        made = suite.counterfactual(pool, seed)
+        made = _with_evidence(suite, list(pool), seed, generated_share)
     elif isinstance(suite, MixedSuite) and isinstance(suite.heldout, BfclSuite | HumanEvalSuite):
         member = suite.heldout
-        made = MixedSuite(suite.dev, member.counterfactual(member.task_ids(), seed))
+        made = MixedSuite(
+            suite.dev, _with_evidence(member, member.task_ids(), seed, generated_share)
+        )
     with _lock:
         _copies[key] = (suite, made)
     return made
@@ -212,7 +235,16 @@ def evaluated_suite(p: SuitePolicy, cache_dir: Path, seed: str) -> Suite:
     # Same ids, other tasks: the held-out pool's copies are what every held-out run (the
     # parent's and the candidate's alike) sees and is judged on.
     pool = policy_splits(p, cache_dir, seed)
-    return heldout_copies(suite, pool, f"counterfactual\0{seed}")
+    return heldout_copies(suite, pool, f"counterfactual\0{seed}", p.generated_share)
+
+
+def generated_ids(suite: Suite) -> frozenset[str]:
+    """The ids of ``suite`` (as an evaluation names them) whose task was generated."""
+    if isinstance(suite, BfclSuite):
+        return suite.generated
+    if isinstance(suite, MixedSuite) and isinstance(suite.heldout, BfclSuite):
+        return frozenset(HELDOUT_PREFIX + t for t in suite.heldout.generated)
+    return frozenset()
 
 
 def heldout_evidence(p: SuitePolicy) -> str:
@@ -225,10 +257,22 @@ def heldout_evidence(p: SuitePolicy) -> str:
     if not public:
         return f"held-out tasks: '{held}', your own tasks (a harness cannot know them in advance)"
     if rewritable and p.counterfactual:
-        return (
+        line = (
             f"held-out tasks: counterfactual copies of '{held}' made from this installation's "
             "secret (numbers, exact strings, names and order rewritten)"
         )
+        one_call = name == "bfcl" and bool(set(parts) & {"simple", "multiple"})
+        if one_call and p.generated_share > 0:
+            line += (
+                f", {p.generated_share:.0%} of its one-call tasks generated anew from it "
+                "(new functions and questions: [gates.generated] wants a gain there too)"
+            )
+        elif one_call:
+            line += (
+                "; no generated tasks ([suite] generated_share = 0): a harness that knows what "
+                "the public tasks mean can gain on their copies; set generated_share = 0.5"
+            )
+        return line
     if rewritable:
         return (
             f"held-out tasks: the public tasks of '{held}' ([suite] counterfactual = false): a "

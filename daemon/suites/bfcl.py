@@ -22,6 +22,7 @@ from daemon.providers.base import Message
 from daemon.suites.base import CheckResult, CodeChecker, lookup
 from daemon.suites.bfcl_checker import Answer, check_calls
 from daemon.suites.bfcl_schema import to_tool, tool_name
+from daemon.suites.generated.calls import generate_call
 from daemon.suites.rewrite.bfcl import StringPool, rewrite
 from daemon.tasks import Task
 
@@ -33,6 +34,9 @@ CATEGORIES: dict[str, str] = {
     "parallel_multiple": "parallel_multiple",
     "irrelevance": "irrelevance",
 }
+# The categories a generated task can stand in for: one call expected, from one function
+# (simple) or from one of several (multiple).
+GENERATABLE = {"simple_python": (0, 0), "multiple": (1, 3)}
 _PACKAGE = "bfcl-eval"
 _QUESTIONS = "bfcl_eval/data/BFCL_v4_{}.json"
 _ANSWERS = "bfcl_eval/data/possible_answer/BFCL_v4_{}.json"
@@ -133,11 +137,18 @@ class BfclSuite:
 
     license = WHEELS[_PACKAGE].license
 
-    def __init__(self, categories: Sequence[str], entries: Sequence[_Entry]) -> None:
+    def __init__(
+        self,
+        categories: Sequence[str],
+        entries: Sequence[_Entry],
+        generated: frozenset[str] = frozenset(),
+    ) -> None:
         self.categories = tuple(categories)
         self.name = "bfcl:" + ",".join(self.categories)
         self._entries = {entry.id: entry for entry in entries}
         self._tasks: dict[str, Task] = {}
+        # The ids whose task was generated (:meth:`with_generated`), not a public one.
+        self.generated = generated
 
     @classmethod
     def load(cls, categories: Sequence[str], cache_dir: Path) -> BfclSuite:
@@ -162,7 +173,28 @@ class BfclSuite:
                     entry, question=made.question, functions=made.functions, answers=made.answers
                 )
             copies.append(entry)
-        return BfclSuite(self.categories, copies)
+        return BfclSuite(self.categories, copies, self.generated)
+
+    def generatable(self, task_ids: Collection[str]) -> list[str]:
+        """Those of ``task_ids`` a generated task can stand in for (one call expected)."""
+        return [t for t in task_ids if self._entry(t).bfcl_category in GENERATABLE]
+
+    def with_generated(self, task_ids: Collection[str], seed: str) -> BfclSuite:
+        """The suite with ``task_ids`` (each :meth:`generatable`) holding tasks generated
+        from ``seed`` (:mod:`daemon.suites.generated.calls`) under the same ids: same
+        category, a new function (with distractors in ``multiple``), question and answer."""
+        wanted = set(task_ids)
+        entries = []
+        for entry in self._entries.values():
+            if entry.id in wanted:
+                low, high = GENERATABLE[entry.bfcl_category]
+                pick = random.Random(hashlib.sha256(f"{seed}\0n\0{entry.id}".encode()).digest())
+                made = generate_call(seed, entry.id, distractors=pick.randint(low, high))
+                entry = replace(
+                    entry, question=made.question, functions=made.functions, answers=made.answers
+                )
+            entries.append(entry)
+        return BfclSuite(self.categories, entries, self.generated | frozenset(wanted))
 
     def _entry(self, task_id: str) -> _Entry:
         return lookup(self._entries, self.name, task_id)

@@ -184,3 +184,77 @@ def test_gates_read_decisions_stored_before_parts_had_keys_with_the_same_figures
 
 STORED = Path(__file__).resolve().parents[1] / "acceptance" / "decisions_without_keys.json"
 POL = GatesPolicy()
+
+
+def _paired(wins: list[str], losses: list[str], ids: list[str]) -> tuple[list[TaskResult], ...]:
+    """The parent solves what is not a win; the candidate what is not a loss."""
+
+    def results(solved: set[str]) -> list[TaskResult]:
+        return [TaskResult(id=t, passed=t in solved, claimed_success=True) for t in ids]
+
+    return results(set(ids) - set(wins)), results(set(ids) - set(losses))
+
+
+IDS = [f"t{i}" for i in range(40)]
+GENERATED = frozenset(IDS[::2])  # half the run, as at [suite] generated_share = 0.5
+
+
+def test_a_gain_only_on_copies_fails_the_generated_gate() -> None:
+    """What a harness that knows the public tasks' meaning gets: wins on their copies."""
+    copies = [t for t in IDS if t not in GENERATED]
+    parent, candidate = _paired(copies[:12], [], IDS)
+    result = gates.generated_gate(parent, candidate, GENERATED, GatesPolicy())
+    assert not result.passed and result.measured == 0.0 and result.threshold == 0.15
+    assert "+0 of 20" in result.note and "+12 of 20" in result.note
+
+
+def test_a_gain_spread_over_both_strata_passes() -> None:
+    wins = [t for t in IDS if t in GENERATED][:4] + [t for t in IDS if t not in GENERATED][:8]
+    parent, candidate = _paired(wins, [], IDS)
+    result = gates.generated_gate(parent, candidate, GENERATED, GatesPolicy())
+    assert result.passed and result.measured == round(4 / 12, 4)
+
+
+def test_losses_on_generated_tasks_offset_wins_there() -> None:
+    gen = [t for t in IDS if t in GENERATED]
+    copies = [t for t in IDS if t not in GENERATED]
+    parent, candidate = _paired(gen[:3] + copies[:10], gen[3:6], IDS)
+    result = gates.generated_gate(parent, candidate, GENERATED, GatesPolicy())
+    assert not result.passed and "+0 of 20" in result.note
+
+
+def test_no_net_gain_or_no_generated_task_leaves_nothing_to_check() -> None:
+    parent, candidate = _paired([], [], IDS)
+    assert gates.generated_gate(parent, candidate, GENERATED, GatesPolicy()).passed
+    parent, candidate = _paired(IDS[:5], [], IDS)
+    none = gates.generated_gate(parent, candidate, frozenset(), GatesPolicy())
+    assert none.passed and none.skipped
+
+
+def test_the_generated_gate_off_passes_but_still_measures() -> None:
+    copies = [t for t in IDS if t not in GENERATED]
+    parent, candidate = _paired(copies[:12], [], IDS)
+    off = GatesPolicy.model_validate({"generated": {"enabled": False}})
+    result = gates.generated_gate(parent, candidate, GENERATED, off)
+    assert result.passed and not result.enabled and result.measured == 0.0
+
+
+def test_an_honest_gain_is_rarely_refused() -> None:
+    """The refusal rate the policy file states: with W net wins spread like the tasks
+    (half generated), the gate refuses when fewer than 15 % (and at least one) fall on the
+    generated half, an exact binomial tail under 1 % from 11 wins on."""
+    from math import comb
+
+    def refused(w: int) -> float:
+        return sum(comb(w, x) for x in range(w + 1) if x < 1 or x / w < 0.15) / 2**w
+
+    assert all(refused(w) < 0.01 for w in range(11, 200))
+    assert refused(7) > 0.05  # and why few wins are not promised anything
+    # The gate applies the rule the calculation assumes.
+    gen = [t for t in IDS if t in GENERATED]
+    copies = [t for t in IDS if t not in GENERATED]
+    for w in (11, 14, 20):
+        for x in range(max(0, w - 20), min(w, 20) + 1):
+            parent, candidate = _paired(gen[:x] + copies[: w - x], [], IDS)
+            result = gates.generated_gate(parent, candidate, GENERATED, GatesPolicy())
+            assert result.passed == (x >= 1 and x / w >= 0.15), (w, x, result.note)

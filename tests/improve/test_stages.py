@@ -92,7 +92,14 @@ PASSING = {
     "held-out test": StageResult(
         [_gate(Gate.ACCURACY), _gate(Gate.IMPROVEMENT), _gate(Gate.HONESTY)]
     ),
-    "point gates": StageResult([_gate(Gate.TOKENS), _gate(Gate.DEAD_CODE), _gate(Gate.PROVENANCE)]),
+    "point gates": StageResult(
+        [
+            _gate(Gate.TOKENS),
+            _gate(Gate.DEAD_CODE),
+            _gate(Gate.PROVENANCE),
+            _gate(Gate.GENERATED),
+        ]
+    ),
     "decoy": StageResult([_gate(Gate.DECOY)]),
     "compute-matched": StageResult([_gate(Gate.COMPUTE_MATCHED)]),
     "security": StageResult([_gate(Gate.SECURITY)]),
