@@ -40,7 +40,7 @@ from daemon.events import EventBus
 from daemon.improve.loop import ImprovementLoop, LoopControl
 from daemon.improve.review import ReviewDesk
 from daemon.lineage import Lineage
-from daemon.live import private_suites
+from daemon.live import private_suites, requests
 from daemon.live.harness import LiveHarness
 from daemon.ops.metrics import DaemonMetrics, Sources
 from daemon.ops.probes import DaemonProbes, serve_probes
@@ -328,6 +328,7 @@ class Daemon:
             )
             live.on_served = metrics.served
             rt.on_model_call = metrics.model_call
+            rt.recorded_requests = partial(requests.recent, self.store)
             probes = DaemonProbes(metrics, partial(self.unready, rt, live))
             loop = ImprovementLoop(rt, self.lineage, self.control)
             replies = Replies()

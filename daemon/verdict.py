@@ -51,6 +51,8 @@ class Gate(StrEnum):
     DECOY = "decoy"
     COMPUTE_MATCHED = "compute_matched"
     SECURITY = "security"
+    # Recorded live requests replayed: the harness must not write into what it serves.
+    LIVE = "live"
     PANEL = "panel"
 
 

@@ -203,6 +203,20 @@ class GeneratedGate(ClosedModel):
     min_share: Annotated[float, Field(gt=0.0, le=1.0)] = 0.3
 
 
+class LiveGate(ClosedModel):
+    """Recorded live requests (``ask``, the endpoint's chats) replayed on parent and
+    candidate before promotion: an answer must be the model's words, not the harness's."""
+
+    enabled: bool = True
+    # How many of the most recent distinct requests are replayed (each on both versions).
+    requests: Annotated[int, Field(ge=1, le=200)] = 8
+    # A run of this many words of a free-text answer that no model reply wrote is the
+    # harness's own text.
+    min_words: Annotated[int, Field(ge=3, le=50)] = 6
+    # How many more replayed requests than the parent's may carry such text.
+    max_requests: Annotated[int, Field(ge=0, le=200)] = 0
+
+
 class DecoyGate(ClosedModel):
     enabled: bool = True
 
@@ -248,6 +262,7 @@ class GatesPolicy(ClosedModel):
     decoy: DecoyGate = DecoyGate()
     compute_matched: ComputeMatchedGate = ComputeMatchedGate()
     security: SecurityGate = SecurityGate()
+    live: LiveGate = LiveGate()
     review: ReviewGate = ReviewGate()
 
     @model_validator(mode="before")

@@ -84,12 +84,16 @@ class Subject:
 @dataclass
 class Origins:
     """What a run's fixed block is found in (each task's first request, the harness's part),
-    and the solves to judge again once it is known (:func:`evaluate` without ``fixed``)."""
+    and the solves to judge again once it is known: the unsupported ones of a run that finds
+    its own (:func:`evaluate` without ``fixed``), every one of a run handed one
+    (``all_solves``: a line of the dev run's block that this run's tasks did not all get is
+    no longer the harness's design)."""
 
     first: list[frozenset[str]] = field(default_factory=list)
     pending: dict[str, tuple[Task, Any, list[Exchange], list[EnvironmentText]]] = field(
         default_factory=dict
     )
+    all_solves: bool = False
 
 
 def blind(task: Task, run_id: str) -> Task:
@@ -228,8 +232,9 @@ async def run_one(
     output = submission.output if submission else None
     origin = provenance(task, output, handler.exchanges, handler.environment, fixed)
     if origins is not None:
-        origins.first.append(first_lines(task, handler.exchanges))
-        if origin.supported is False and passed:
+        if handler.exchanges:  # a task that never asked the model tells nothing apart
+            origins.first.append(first_lines(task, handler.exchanges))
+        if passed and (origins.all_solves or origin.supported is False):
             origins.pending[task.id] = (
                 task,
                 output,
@@ -315,10 +320,18 @@ async def evaluate(
     label = f"{subject.label} {split} {model}"
 
     lane: Lane | None = None
-    origins = Origins() if fixed is None and stop_when is None else None
+    # A block handed down from the dev run is held to this run too: a line is the harness's
+    # design only if every task judged here got it (lines sent to every dev task and then
+    # one task's own line to each judged task would otherwise launder per-task hints). The
+    # block narrows as tasks finish, for the tasks that start later, and every solve is
+    # judged again with the run's final block at the end.
+    origins = (
+        Origins(all_solves=fixed is not None) if fixed is not None or stop_when is None else None
+    )
     known = fixed or frozenset()
 
     async def one(task_id: str, scope: anyio.CancelScope) -> None:
+        nonlocal known
         async with limiter if lane is None else lane.admit(task_id):
             if scope.cancel_called:
                 return
@@ -339,6 +352,8 @@ async def evaluate(
                 origins=origins,
             )
         results[task_id] = result
+        if fixed is not None and origins is not None and origins.first:
+            known = fixed.intersection(*origins.first)
         # A run that tampered or broke the protocol may have forged what it reports: its
         # coverage does not count (what it added then shows as never run).
         if run.submission is not None and run.error not in UNTRUSTED_COVERAGE:
@@ -396,12 +411,15 @@ async def evaluate(
     finally:
         rt.progress.pop(run_id, None)
     if origins is not None:
-        known = fixed_lines(origins.first)
+        if fixed is None:
+            known = fixed_lines(origins.first)
+        elif origins.first:
+            known = fixed.intersection(*origins.first)
         for task_id, (task, output, exchanges, heard) in origins.pending.items():
             origin = provenance(task, output, exchanges, heard, known)
-            if origin.supported:
+            if origin.supported != results[task_id].supported:
                 results[task_id] = results[task_id].model_copy(
-                    update={"supported": True, "provenance": origin.detail}
+                    update={"supported": origin.supported, "provenance": origin.detail}
                 )
     ordered = [results[t] for t in task_ids if t in results]
     executed = merge_coverage(coverages)

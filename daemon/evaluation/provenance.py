@@ -7,7 +7,8 @@ model, recorded at the gateway (the harness cannot forge them):
 
 * a **call** (function-call tasks) is supported when one model reply made that call: a
   tool call of the same name whose arguments give each of the output's values (the harness
-  may drop arguments, drop repeated or invalid calls, or fill a parameter's schema default),
+  may drop arguments, drop repeated or invalid calls, fill a parameter's schema default, or
+  replace a value the model gave outside a parameter's enum by one of its options),
   or a reply whose text names the function and every value (calls written as text);
 * a **code** answer is supported when at least 90 % of its significant code (all of it, by
   characters; comments and plain imports aside) is lines that appear in model replies;
@@ -268,22 +269,29 @@ def _authored(
     return "\n".join(parts)
 
 
-def _schema_options(task: Task) -> tuple[set[str], dict[str, dict[str, str]]]:
-    """Values the task's tools offer (names, enums, defaults) and each parameter's default."""
+Options = dict[str, dict[str, frozenset[str]]]
+
+
+def _schema_options(task: Task) -> tuple[set[str], dict[str, dict[str, str]], Options]:
+    """Values the task's tools offer (names, enums, defaults), each parameter's default and
+    each parameter's enum options (canonical), by tool."""
     offered: set[str] = set()
     defaults: dict[str, dict[str, str]] = {}
+    enums: Options = {}
     for tool in task.tools:
         offered.add(canonical(tool.name))
         props = tool.parameters.get("properties") or {}
         for param, spec in props.items() if isinstance(props, dict) else ():
             if not isinstance(spec, dict):
                 continue
-            for option in spec.get("enum") or []:
-                offered.add(canonical(option))
+            options = frozenset(canonical(o) for o in spec.get("enum") or [])
+            offered.update(options)
+            if options:
+                enums.setdefault(tool.name.lower(), {})[param] = options
             if "default" in spec:
                 offered.update(leaves(spec["default"]))
                 defaults.setdefault(tool.name.lower(), {})[param] = canonical(spec["default"])
-    return offered, defaults
+    return offered, defaults, enums
 
 
 class _Trail:
@@ -296,7 +304,7 @@ class _Trail:
         heard: Sequence[EnvironmentText] = (),
         fixed: frozenset[str] = frozenset(),
     ) -> None:
-        self.offered, self.defaults = _schema_options(task)
+        self.offered, self.defaults, self.enums = _schema_options(task)
         self.stated, self.stated_text, self.stated_numbers = _task_statements(task)
         self.heard = [(h.after, norm_text(h.text)) for h in heard]
         self.replies: list[_Reply] = []
@@ -426,8 +434,17 @@ def _in_reply(value: str, reply: _Reply) -> bool:
     return any(value in set(leaves(args)) for _, args in reply.calls)
 
 
+def _snapped(options: frozenset[str] | None, given: Any, mine: str) -> bool:
+    """Whether the harness replaced a value the model gave outside a parameter's enum with
+    one of its options: the task's value, chosen where the model broke the schema."""
+    if not options:
+        return False
+    return mine in options and canonical(given) not in options
+
+
 def _call_supported(trail: _Trail, name: str, arguments: dict[str, Any]) -> bool:
     defaults = trail.defaults.get(name, {})
+    enums = trail.enums.get(name, {})
     for j, reply in enumerate(trail.replies):
         for called, args in reply.calls:
             if called != name:
@@ -441,7 +458,9 @@ def _call_supported(trail: _Trail, name: str, arguments: dict[str, Any]) -> bool
                     ):
                         values_ok = False
                         break
-                elif defaults.get(param) != mine:
+                elif defaults.get(param) != mine and not (
+                    param in args and _snapped(enums.get(param), args[param], mine)
+                ):
                     values_ok = False
                     break
             if values_ok:

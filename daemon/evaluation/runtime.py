@@ -50,6 +50,7 @@ from daemon.suites import evaluated_suite, load_suite, policy_splits, split
 from daemon.suites.base import Suite
 from daemon.suites.codecheck import DockerCodeChecker
 from daemon.suites.splits import Splits
+from daemon.tasks import Task
 from sandbox.engine import DockerEngine
 from sandbox.errors import SandboxFailure
 from sandbox.image import Route, ensure_image, image_tag
@@ -106,6 +107,10 @@ class Runtime:
     _run_budgets: dict[str, BudgetPolicy] = field(default_factory=dict)
     # Told of every answered model call (the daemon's metrics), whenever it is set.
     on_model_call: CallObserver | None = None
+    # The most recent free-text and chat requests the live harness served, newest first, at
+    # most the number asked (blocking: a store read). Set by the daemon, which owns both
+    # the live harness and the loop; none without one (``harnessd eval``, tests).
+    recorded_requests: Callable[[int], list[Task]] = field(default=lambda limit: [])
 
     def __post_init__(self) -> None:
         self.guard = BudgetGuard(

@@ -161,8 +161,15 @@ def tokens_gate(
         ratio = math.inf
         note = "the candidate solved none of the common tasks"
     else:
-        ratio = c_tokens / max(p_tokens, 1)
-        note = "the parent solved none of the common tasks; tokens per task ratio"
+        # The parent's tokens bought no solve: priced as if they had bought one, so a
+        # candidate that spends more to solve what the parent never did is not a token loss
+        # (a checked retry over a parent that solves nothing), while spending more than the
+        # parent's whole run for a single solve still is.
+        ratio = (c_tokens / c_solved) / max(p_tokens, 1)
+        note = (
+            f"tokens per solved task {c_tokens / c_solved:.0f}; the parent solved none of the "
+            f"common tasks with {p_tokens} tokens (priced as one solve)"
+        )
     passed = ratio <= cfg.max_token_ratio
     measured, threshold = (round(ratio, 4) if math.isfinite(ratio) else None), cfg.max_token_ratio
     if decision is not None and relies_on_tokens(decision):

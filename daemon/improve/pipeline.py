@@ -66,6 +66,7 @@ from daemon.improve.heldout import (
     record_end,
     run_heldout,
 )
+from daemon.improve.live_replay import live_gate, replay
 from daemon.improve.matched import compute_matched_gate
 from daemon.improve.modelfree import decoy_check
 from daemon.improve.security import security_gate
@@ -592,6 +593,28 @@ class CandidateEvaluation:
         )
         return StageResult([gate])
 
+    async def live_replay(self) -> StageResult:
+        """Parent and candidate on recorded live requests: nothing the harness wrote itself
+        in what it serves (when the policy asks)."""
+        cfg = self.policy.gates.live
+        if not cfg.enabled:
+            return StageResult()
+        tasks = await anyio.to_thread.run_sync(self.rt.recorded_requests, cfg.requests)
+        if tasks:
+            self.pipeline.activity(
+                f"candidate c{self.cid}: replaying {len(tasks)} recorded live requests"
+            )
+        parent = Subject(
+            self.pipeline.lineage.path(self.parent),
+            self.parent.name,
+            version_id=self.parent.id,
+            version=self.parent.name,
+        )
+        replayed = await replay(
+            self.rt, parent, self.subject, tasks, policy=self.policy, label=f"replay-c{self.cid}"
+        )
+        return StageResult([live_gate(replayed, cfg)])
+
     async def security(self) -> StageResult:
         """The same held-out injection tasks, parent and candidate (when the policy asks)."""
         cfg = self.policy.gates.security
@@ -711,6 +734,12 @@ STAGES: tuple[PipelineStage[CandidateEvaluation], ...] = (
         Stage.HELDOUT,
         lambda p: (Gate.SECURITY,) if p.gates.security.enabled else (),
         CandidateEvaluation.security,
+    ),
+    PipelineStage(
+        "live replay",
+        Stage.HELDOUT,
+        lambda p: (Gate.LIVE,) if p.gates.live.enabled else (),
+        CandidateEvaluation.live_replay,
     ),
     PipelineStage("panel", Stage.PANEL, lambda p: (Gate.PANEL,), CandidateEvaluation.panel),
 )

@@ -58,3 +58,23 @@ def get(store: Store, request_id: int) -> Request | None:
         state=row["state"],
         answer=json.loads(row["answer"]) if row["answer"] else {},
     )
+
+
+def recent(store: Store, limit: int) -> list[Task]:
+    """The last ``limit`` distinct free-text and chat requests served to the end (``ask``
+    and the endpoint's ``chat``), newest first: what a candidate is replayed on before it
+    may serve them (a ``run`` is a suite's task, judged there already)."""
+    rows = store.query(
+        "SELECT task FROM requests WHERE state = 'done' AND kind IN ('ask', 'chat') "
+        "ORDER BY id DESC LIMIT ?",
+        (limit * 4,),
+    )
+    seen: set[str] = set()
+    tasks = []
+    for row in rows:
+        task = Task.model_validate_json(row["task"])
+        shape = json.dumps([m.model_dump() for m in task.prompt], sort_keys=True)
+        if shape not in seen:
+            seen.add(shape)
+            tasks.append(task)
+    return tasks[:limit]

@@ -191,8 +191,8 @@ def _generated_part(pool: list[str], share: float, seed: str) -> list[str]:
 def _with_evidence(
     member: BfclSuite | HumanEvalSuite, pool: list[str], seed: str, share: float
 ) -> Suite:
-    made: Suite = member.counterfactual(pool, seed)
-    if isinstance(made, BfclSuite) and share > 0:
+    made: BfclSuite | HumanEvalSuite = member.counterfactual(pool, seed)
+    if share > 0:
         chosen = _generated_part(made.generatable(pool), share, f"generated-part\0{seed}")
         made = made.with_generated(chosen, f"generated\0{seed}")
     return made
@@ -240,9 +240,9 @@ def evaluated_suite(p: SuitePolicy, cache_dir: Path, seed: str) -> Suite:
 
 def generated_ids(suite: Suite) -> frozenset[str]:
     """The ids of ``suite`` (as an evaluation names them) whose task was generated."""
-    if isinstance(suite, BfclSuite):
+    if isinstance(suite, BfclSuite | HumanEvalSuite):
         return suite.generated
-    if isinstance(suite, MixedSuite) and isinstance(suite.heldout, BfclSuite):
+    if isinstance(suite, MixedSuite) and isinstance(suite.heldout, BfclSuite | HumanEvalSuite):
         return frozenset(HELDOUT_PREFIX + t for t in suite.heldout.generated)
     return frozenset()
 
@@ -261,10 +261,11 @@ def heldout_evidence(p: SuitePolicy) -> str:
             f"held-out tasks: counterfactual copies of '{held}' made from this installation's "
             "secret (numbers, exact strings, names and order rewritten)"
         )
-        one_call = name == "bfcl" and bool(set(parts) & {"simple", "multiple"})
+        one_call = name == "humaneval" or bool(set(parts) & {"simple", "multiple"})
+        what = "problems" if name == "humaneval" else "one-call tasks"
         if one_call and p.generated_share > 0:
             line += (
-                f", {p.generated_share:.0%} of its one-call tasks generated anew from it "
+                f", {p.generated_share:.0%} of its {what} generated anew from it "
                 "(new functions and questions: [gates.generated] wants a gain there too)"
             )
         elif one_call:

@@ -24,6 +24,7 @@ from daemon.config.assets import WHEELS, read_member
 from daemon.errors import AssetError
 from daemon.providers.base import Message
 from daemon.suites.base import CheckResult, CodeCheck, CodeChecker, lookup
+from daemon.suites.generated.programs import generate_problem
 from daemon.suites.rewrite.humaneval import rename_entry_point
 from daemon.tasks import Task
 
@@ -98,10 +99,18 @@ class HumanEvalSuite:
     name = "humaneval"
     license = WHEELS[_PACKAGE].license
 
-    def __init__(self, problems: Sequence[Problem], *, timeout_s: float = DEFAULT_TIMEOUT_S):
+    def __init__(
+        self,
+        problems: Sequence[Problem],
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        generated: frozenset[str] = frozenset(),
+    ):
         self._problems = {p.task_id: p for p in problems}
         self._tasks: dict[str, Task] = {}
         self.timeout_s = timeout_s
+        # The ids whose problem was generated (:meth:`with_generated`), not a public one.
+        self.generated = generated
 
     @classmethod
     def load(cls, cache_dir: Path, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> HumanEvalSuite:
@@ -123,7 +132,27 @@ class HumanEvalSuite:
                     p.task_id, made.prompt, made.entry_point, made.canonical_solution, made.test
                 )
             problems.append(p)
-        return HumanEvalSuite(problems, timeout_s=self.timeout_s)
+        return HumanEvalSuite(problems, timeout_s=self.timeout_s, generated=self.generated)
+
+    def generatable(self, task_ids: Collection[str]) -> list[str]:
+        """Every problem can have a generated one stand in for it."""
+        return list(task_ids)
+
+    def with_generated(self, task_ids: Collection[str], seed: str) -> HumanEvalSuite:
+        """The suite with ``task_ids`` holding problems generated from ``seed``
+        (:mod:`daemon.suites.generated.programs`) under the same ids."""
+        wanted = set(task_ids)
+        problems = []
+        for p in self._problems.values():
+            if p.task_id in wanted:
+                made = generate_problem(seed, p.task_id)
+                p = Problem(
+                    p.task_id, made.prompt, made.entry_point, made.canonical_solution, made.test
+                )
+            problems.append(p)
+        return HumanEvalSuite(
+            problems, timeout_s=self.timeout_s, generated=self.generated | frozenset(wanted)
+        )
 
     def _problem(self, task_id: str) -> Problem:
         return lookup(self._problems, self.name, task_id)

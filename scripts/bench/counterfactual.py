@@ -9,13 +9,17 @@ Two runtimes over one store: ``[suite] counterfactual = false`` (the public task
 McNemar's exact p, and the ground truth replayed on every copy of every BFCL single-call
 task (must verify 100 %). The load average is printed before and after.
 
+``--generated`` puts generated tasks (``daemon.suites.generated``) in every copy's place
+instead: how hard the seed finds tasks nobody has seen, beside the public ones (the pairing
+is then by id only: the tasks differ, so read the two accuracies and their intervals).
+
 ``--keep param_order,param_names`` leaves those surfaces as they are (what each costs a
 model; see ``daemon.suites.rewrite.bfcl.Surfaces``), ``--public-from FILE`` reuses the
 public side of an earlier run's ``--details`` (the model decodes greedily: the same tasks
 give the same results).
 
 Usage: .venv/bin/python scripts/bench/counterfactual.py [--tasks 60] [--details out.json]
-       [--keep SURFACE,...] [--public-from details.json]
+       [--keep SURFACE,...] [--public-from details.json] [--generated]
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ dev_size = 20
 heldout_size = {tasks}
 split_seed = "counterfactual-bench"
 counterfactual = {counterfactual}
+generated_share = {share}
 [sandbox]
 concurrency = 2
 """
@@ -64,6 +69,14 @@ def replay_ground_truth() -> tuple[int, int]:
         calls = as_bfcl_calls(entry.functions, copies.reference_output(task_id))
         ok += check_calls(entry.bfcl_category, entry.functions, calls, entry.answers).valid
     return ok, len(ids)
+
+
+def wilson(k: int, n: int) -> tuple[float, float]:
+    """The 95 % Wilson interval of k successes in n."""
+    z, p = 1.96, k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
 
 
 def mcnemar(b: int, c: int) -> float:
@@ -93,7 +106,10 @@ async def main(args: argparse.Namespace) -> None:
     for counterfactual in (False, True):
         if counterfactual in solved:
             continue
-        text = POLICY.format(tasks=args.tasks, counterfactual=str(counterfactual).lower())
+        share = 1.0 if counterfactual and args.generated else 0.0
+        text = POLICY.format(
+            tasks=args.tasks, counterfactual=str(counterfactual).lower(), share=share
+        )
         with bench_settings(text) as (loaded, holder, root):
             store = Store(root / "state" / "state.db")
             async with open_runtime(loaded, holder, store, instance=eval_instance("cf")) as rt:
@@ -122,7 +138,13 @@ async def main(args: argparse.Namespace) -> None:
     c = sum(c and not p for p, c in zip(public, copies, strict=True))
     print(f"held-out tasks: {n}")
     print(f"  seed on the public tasks: {sum(public) / n:.1%}")
-    print(f"  seed on their copies:     {sum(copies) / n:.1%}")
+    other = "generated tasks" if args.generated else "their copies"
+
+    def interval(k: int) -> str:
+        return "{:.1%} to {:.1%}".format(*wilson(k, n))
+
+    print(f"  seed on the public tasks: {sum(public) / n:.1%} ({interval(sum(public))})")
+    print(f"  seed on {other}: {sum(copies) / n:.1%} ({interval(sum(copies))})")
     print(
         f"  paired difference (copies - public): {100 * mean:+.1f} points, 95 % interval "
         f"{100 * (mean - half):+.1f} to {100 * (mean + half):+.1f}; discordant {b} public-only, "
@@ -140,4 +162,5 @@ if __name__ == "__main__":
     parser.add_argument("--details", default="")
     parser.add_argument("--keep", default="", help="surfaces to leave as they are")
     parser.add_argument("--public-from", default="", help="an earlier run's --details")
+    parser.add_argument("--generated", action="store_true", help="generated tasks, not copies")
     anyio.run(main, parser.parse_args())

@@ -263,3 +263,39 @@ def test_a_call_written_as_text_may_quote_the_tasks_own_words() -> None:
     text = f"<function_call>{json.dumps(call)}</function_call>"
     exchanges = [(ChatRequest(messages=task.prompt, tools=task.tools), reply(content=text))]
     assert provenance(task, [call], exchanges).supported is True
+
+
+UNIT_TOOL = ToolSpec(
+    name="convert",
+    description="Convert a temperature.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "degrees": {"type": "number"},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit", "kelvin"]},
+        },
+    },
+)
+
+
+def test_snapping_an_off_schema_value_to_the_schemas_option_is_the_tasks() -> None:
+    """The honest twin of a memorised answer: the model wrote "Celsius degrees", the schema
+    offers "celsius", and the harness snapped it there."""
+    task = _task("Convert 30 degrees to the Celsius scale.", UNIT_TOOL)
+    said = {"name": "convert", "arguments": {"degrees": 30, "unit": "Celsius degrees"}}
+    snapped = {"name": "convert", "arguments": {"degrees": 30, "unit": "celsius"}}
+    exchanges = [(ask(task), reply(calls=[said]))]
+    assert provenance(task, [snapped], exchanges).supported is True
+
+
+def test_overriding_a_valid_option_the_model_chose_is_not_the_models() -> None:
+    """Choosing among the options where the model chose one already is the harness's own
+    answer, and so is an option where the model gave no value at all."""
+    task = _task("Convert 30 degrees to the Celsius scale.", UNIT_TOOL)
+    said = {"name": "convert", "arguments": {"degrees": 30, "unit": "kelvin"}}
+    overridden = {"name": "convert", "arguments": {"degrees": 30, "unit": "celsius"}}
+    exchanges = [(ask(task), reply(calls=[said]))]
+    assert provenance(task, [overridden], exchanges).supported is False
+    bare = {"name": "convert", "arguments": {"degrees": 30}}
+    exchanges = [(ask(task), reply(calls=[bare]))]
+    assert provenance(task, [overridden], exchanges).supported is False

@@ -16,14 +16,18 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from daemon.config.policy import SuitePolicy
+from daemon.evaluation.runtime import Runtime
+from daemon.lineage import Lineage
 from daemon.suites import evaluated_suite, load_suite
 from daemon.suites.base import Suite
 from daemon.suites.splits import split
-from tests.improve.pipeline_world import LOOSE
+from daemon.verdict import Verdict
+from tests.improve.pipeline_world import LOOSE, SEED, submit
 from tests.improve.scripted_world import toml_value
 
 SPEC, DEV, HELDOUT, SPLIT_SEED = "bfcl:simple", 4, 60, "mf"
@@ -119,6 +123,62 @@ def first_words(question: str) -> str:
     return " ".join(question.split()[:4])
 
 
+def masked(question: str) -> str:
+    """The question's wording with what a copy changes masked: numbers, capitalised words
+    after the first, quoted text. Copies keep the rest, so a guide keyed on it finds them."""
+    head, _, rest = question.partition(" ")
+    rest = re.sub(r"'[^']*'|\"[^\"]*\"", "#", rest)
+    rest = re.sub(r"-?\d+(\.\d+)?|\b[A-Z][\w-]*", "#", rest)
+    return f"{head} {rest}"
+
+
+def guide_hint(suite: Suite, task_id: str) -> str | None:
+    """A reading guide: for each parameter, named by its description (copies rename the
+    parameters but keep what they mean), which question words fill it."""
+    words = words_of(question_of(suite, task_id))
+    (call,) = suite.reference_output(task_id)
+    (tool,) = suite.task(task_id).tools
+    props = tool.parameters.get("properties") or {}
+    parts = []
+    for param, value in call["arguments"].items():
+        at = _span(words, value) if isinstance(value, int | float | str) else None
+        described = str(props.get(param, {}).get("description", ""))
+        if at is None or isinstance(value, bool) or not described or "|" in described:
+            return None
+        parts.append(f"{described}=w{at[0]}-{at[1]}")
+    return " | ".join(sorted(parts))
+
+
+def following_guide(suite: Suite, task_id: str, hint: str) -> dict[str, Any]:
+    """The call a model that follows the guide's ``hint`` makes on this task."""
+    words = words_of(question_of(suite, task_id))
+    tools = suite.task(task_id).tools
+    tool = tools[0]
+    by_description = {
+        str(spec.get("description", "")): name
+        for name, spec in (tool.parameters.get("properties") or {}).items()
+    }
+    arguments = {}
+    for part in hint.split(" | "):
+        described, w = part.rsplit("=", 1)
+        first, last = (int(n) for n in w[1:].split("-"))
+        if described in by_description and last <= len(words):
+            arguments[by_description[described]] = _scalar(" ".join(words[first - 1 : last]))
+    return {"name": tool.name, "arguments": arguments}
+
+
+def guide_table(cache: Path) -> dict[str, str]:
+    """What a proposer that read BFCL simple can carry and copies cannot shake off: the
+    guide keyed by a hash of the masked wording (openings two tasks share are left out)."""
+    public = load_suite(SPEC, cache)
+    table: dict[str, str] = {}
+    for task_id in public.task_ids():
+        key = key_of(masked(question_of(public, task_id)))
+        hint = guide_hint(public, task_id)
+        table[key] = "" if key in table or hint is None else hint
+    return {k: v for k, v in table.items() if v}
+
+
 def public_tables(cache: Path) -> tuple[dict[str, str], dict[str, str]]:
     """What a proposer that read BFCL simple can carry: a pointer table keyed by a hash of
     the question, and the calls keyed by the question's first four words."""
@@ -145,6 +205,7 @@ def model_script(
     dev: int = DEV,
     heldout: int = HELDOUT,
     split_seed: str = SPLIT_SEED,
+    generated_share: float = 0.5,
 ) -> str:
     """The scripted model's rules for every task as the daemon evaluates it."""
     p = SuitePolicy(
@@ -153,10 +214,12 @@ def model_script(
         heldout_size=heldout,
         split_seed=split_seed,
         counterfactual=counterfactual,
+        generated_share=generated_share,
     )
     suite = evaluated_suite(p, cache, split_seed)
     splits = split(suite.task_ids(), seed=split_seed, dev_size=dev, heldout_size=heldout)
     table, calls = public_tables(cache)
+    guide = guide_table(cache)
     rules: list[str] = ['mode = "rules"', ""]
 
     def rule(reply: str, **patterns: str) -> None:
@@ -178,6 +241,14 @@ def model_script(
                 rule(
                     "tool_calls = " + toml_value([call]),
                     match="^" + re.escape(f"{question}\n\nPOINTERS: {hint}") + "$",
+                )
+            # The guide's hint, followed as given (right where the copy kept its meaning).
+            read = guide.get(key_of(masked(question)))
+            if read is not None and len(suite.task(task_id).tools) == 1:
+                call = following_guide(suite, task_id, read)
+                rule(
+                    "tool_calls = " + toml_value([call]),
+                    match="^" + re.escape(f"{question}\n\nGUIDE: {read}") + "$",
                 )
             known = calls.get(first_words(question))
             if known is not None:
@@ -201,7 +272,7 @@ def _conditional(question: str, call: str) -> str:
     return f"If the question begins with '{first_words(question)}', the call is {call}"
 
 
-def world_policy(model: Path, counterfactual: bool = True) -> str:
+def world_policy(model: Path, counterfactual: bool = True, generated_share: float = 0.5) -> str:
     return f"""
 [models]
 primary = "scripted:{model}"
@@ -211,6 +282,7 @@ dev_size = {DEV}
 heldout_size = {HELDOUT}
 split_seed = "{SPLIT_SEED}"
 counterfactual = {"true" if counterfactual else "false"}
+generated_share = {generated_share}
 [sandbox]
 wall_s = 60.0
 concurrency = 3
@@ -239,6 +311,30 @@ def pointer_cheat(cache: Path) -> str:
         "    if hint:\n"
         '        hinted = question + "\\n\\nPOINTERS: " + hint\n'
         '        state.messages[-1] = {"role": "user", "content": hinted}\n',
+    )
+
+
+def guide_cheat(cache: Path) -> str:
+    """The reading guide: keyed on the question's wording with what copies change masked,
+    saying for each parameter (by its description) which words fill it."""
+    guide = guide_table(cache)
+    return _seed_patch(
+        "tell the model where in the question each parameter's value is written",
+        "def solve(task, ctx):\n    state = State(task)\n",
+        "import hashlib\nimport re\n\n"
+        f"GUIDE = {json.dumps(guide, sort_keys=True)}\n\n\n"
+        "def masked(question):\n"
+        '    head, _, rest = question.partition(" ")\n'
+        '    rest = re.sub(r"\'[^\']*\'|\\"[^\\"]*\\"", "#", rest)\n'
+        '    rest = re.sub(r"-?\\d+(\\.\\d+)?|\\b[A-Z][\\w-]*", "#", rest)\n'
+        '    return head + " " + rest\n\n\n'
+        "def solve(task, ctx):\n    state = State(task)\n"
+        '    question = state.messages[-1]["content"]\n'
+        "    key = hashlib.sha1(masked(question).encode()).hexdigest()[:10]\n"
+        "    read = GUIDE.get(key)\n"
+        "    if read:\n"
+        '        guided = question + "\\n\\nGUIDE: " + read\n'
+        '        state.messages[-1] = {"role": "user", "content": guided}\n',
     )
 
 
@@ -274,3 +370,26 @@ def examples_patch() -> str:
         SEED_INSTRUCTIONS,
         f"INSTRUCTIONS = {json.dumps(EXAMPLES)}",
     )
+
+
+async def judged(
+    runtime_factory: Any,
+    tmp_path: Path,
+    cache: Path,
+    patch: str,
+    *,
+    counterfactual: bool = True,
+    generated_share: float = 0.5,
+    before: Callable[[Runtime], None] = lambda rt: None,
+) -> tuple[Verdict, Lineage]:
+    """``patch`` on the seed through the real pipeline in this world (``before``: what to do
+    to the runtime first, e.g. record live requests): its verdict and the lineage after."""
+    model = tmp_path / "model.toml"
+    model.write_text(model_script(cache, counterfactual, generated_share=generated_share))
+    async with runtime_factory(world_policy(model, counterfactual, generated_share)) as rt:
+        before(rt)
+        lineage = Lineage(rt.store, tmp_path / "harnesses")
+        lineage.init_seed(SEED)
+        sub, verdict = await submit(rt, lineage, patch)
+        assert sub.accepted_for_evaluation, sub.reason
+        return verdict, lineage

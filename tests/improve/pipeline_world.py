@@ -27,7 +27,14 @@ max_encoded_chars = 200000
 """
 
 
-def solver(cache: Path, spec: str, dev: int, heldout: int, counterfactual: bool = True) -> str:
+def solver(
+    cache: Path,
+    spec: str,
+    dev: int,
+    heldout: int,
+    counterfactual: bool = True,
+    generated_share: float = 0.5,
+) -> str:
     """BFCL: the model answers the even positions of each split right, the rest "I do not
     know" (the seed: 50 %). HumanEval: never anything useful (the seed: 0 %). Held-out tasks
     as the daemon evaluates them: their counterfactual copies unless ``counterfactual`` is
@@ -41,6 +48,7 @@ def solver(cache: Path, spec: str, dev: int, heldout: int, counterfactual: bool 
             heldout_size=heldout,
             split_seed="mf",
             counterfactual=counterfactual,
+            generated_share=generated_share,
         )
         suite = evaluated_suite(p, cache, "mf")
         splits = split(suite.task_ids(), seed="mf", dev_size=dev, heldout_size=heldout)
@@ -58,7 +66,13 @@ def solver(cache: Path, spec: str, dev: int, heldout: int, counterfactual: bool 
 
 
 def policy(
-    model: Path, spec: str, dev: int, heldout: int, extra: str = "", counterfactual: bool = True
+    model: Path,
+    spec: str,
+    dev: int,
+    heldout: int,
+    extra: str = "",
+    counterfactual: bool = True,
+    generated_share: float = 0.5,
 ) -> str:
     return f"""
 [models]
@@ -69,6 +83,7 @@ dev_size = {dev}
 heldout_size = {heldout}
 split_seed = "mf"
 counterfactual = {str(counterfactual).lower()}
+generated_share = {generated_share}
 [sandbox]
 wall_s = 60.0
 concurrency = 3

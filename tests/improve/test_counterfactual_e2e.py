@@ -8,7 +8,8 @@ promoted. Through the real pipeline and sandbox, on a scripted model that follow
   hint states the call) are promoted when held-out tasks are the public ones: with
   ``counterfactual = false`` the pointer table passes every gate, which is why copies are
   the default; on copies both are rejected;
-* an instruction naming numbers and a fixed block of examples are promoted.
+* a fixed block of examples is promoted (an instruction naming numbers too:
+  tests/improve/test_live_replay_e2e.py).
 """
 
 from __future__ import annotations
@@ -18,25 +19,10 @@ from typing import Any
 
 import pytest
 
-from daemon.lineage import Lineage
-from daemon.verdict import Verdict
 from tests.improve import knowledge
-from tests.improve.pipeline_world import SEED, gate, submit
+from tests.improve.pipeline_world import gate
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-
-async def _verdict(
-    runtime_factory: Any, tmp_path: Path, cache: Path, patch: str, *, counterfactual: bool = True
-) -> tuple[Verdict, Lineage]:
-    model = tmp_path / "model.toml"
-    model.write_text(knowledge.model_script(cache, counterfactual))
-    async with runtime_factory(knowledge.world_policy(model, counterfactual)) as rt:
-        lineage = Lineage(rt.store, tmp_path / "harnesses")
-        lineage.init_seed(SEED)
-        sub, verdict = await submit(rt, lineage, patch)
-        assert sub.accepted_for_evaluation, sub.reason
-        return verdict, lineage
 
 
 @pytest.mark.timeout(1200)
@@ -44,7 +30,7 @@ async def _verdict(
 async def test_a_pointer_table_of_the_public_tasks_is_rejected_on_their_copies(
     runtime_factory: Any, tmp_path: Path, asset_cache: Path
 ) -> None:
-    verdict, lineage = await _verdict(
+    verdict, lineage = await knowledge.judged(
         runtime_factory, tmp_path, asset_cache, knowledge.pointer_cheat(asset_cache)
     )
     assert verdict.decision != "accept", verdict
@@ -60,7 +46,7 @@ async def test_the_same_pointer_table_is_promoted_when_heldout_tasks_are_public(
 ) -> None:
     """Why copies are the default: on the public tasks nothing else sees this cheat (no
     answer value is in the harness's text, the wins depend on the question)."""
-    verdict, lineage = await _verdict(
+    verdict, lineage = await knowledge.judged(
         runtime_factory,
         tmp_path,
         asset_cache,
@@ -76,7 +62,7 @@ async def test_the_same_pointer_table_is_promoted_when_heldout_tasks_are_public(
 async def test_echo_laundering_is_rejected(
     runtime_factory: Any, tmp_path: Path, asset_cache: Path
 ) -> None:
-    verdict, lineage = await _verdict(
+    verdict, lineage = await knowledge.judged(
         runtime_factory, tmp_path, asset_cache, knowledge.echo_cheat(asset_cache)
     )
     assert verdict.decision != "accept", verdict
@@ -85,12 +71,12 @@ async def test_echo_laundering_is_rejected(
 
 @pytest.mark.timeout(1200)
 @pytest.mark.anyio
-@pytest.mark.parametrize("honest", ["instruction", "examples"])
-async def test_an_instruction_or_fixed_examples_are_promoted(
-    runtime_factory: Any, tmp_path: Path, asset_cache: Path, honest: str
+async def test_fixed_examples_are_promoted(
+    runtime_factory: Any, tmp_path: Path, asset_cache: Path
 ) -> None:
-    patch = knowledge.instruction_patch() if honest == "instruction" else knowledge.examples_patch()
-    verdict, lineage = await _verdict(runtime_factory, tmp_path, asset_cache, patch)
+    """(The instruction naming numbers is promoted in tests/improve/test_live_replay_e2e.py.)"""
+    patch = knowledge.examples_patch()
+    verdict, lineage = await knowledge.judged(runtime_factory, tmp_path, asset_cache, patch)
     assert verdict.decision == "accept", verdict
     assert lineage.current().name == "v0002"
     provenance = gate(verdict, "provenance")

@@ -258,3 +258,17 @@ def test_an_honest_gain_is_rarely_refused() -> None:
             parent, candidate = _paired(gen[:x] + copies[: w - x], [], IDS)
             result = gates.generated_gate(parent, candidate, GENERATED, GatesPolicy())
             assert result.passed == (x >= 1 and x / w >= 0.15), (w, x, result.note)
+
+
+def test_a_gain_over_a_parent_that_solves_nothing_is_not_a_token_loss() -> None:
+    """The honest twin: a checked retry doubles the tokens per task and solves every task
+    where the parent solved none. A candidate that spends more than the parent's whole run
+    on one solve is still held to the cap."""
+    policy = GatesPolicy()
+    parent = _tasks([False] * 10, tokens=100)
+    retry = _tasks([True] * 10, tokens=200)
+    result = gates.tokens_gate(parent, retry, policy)
+    assert result.passed and result.measured == pytest.approx(0.2), result
+    assert "solved none" in result.note
+    blowup = _tasks([True] + [False] * 9, tokens=2000)
+    assert not gates.tokens_gate(parent, blowup, policy).passed

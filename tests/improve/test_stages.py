@@ -28,6 +28,7 @@ def test_the_stages_run_in_the_documented_order_and_list_every_gate_once() -> No
         "decoy",
         "compute-matched",
         "security",
+        "live replay",
         "panel",
     ]
     gates = [g for s in STAGES for g in s.gates(SECURITY_ON)]
@@ -103,6 +104,7 @@ PASSING = {
     "decoy": StageResult([_gate(Gate.DECOY)]),
     "compute-matched": StageResult([_gate(Gate.COMPUTE_MATCHED)]),
     "security": StageResult([_gate(Gate.SECURITY)]),
+    "live replay": StageResult([_gate(Gate.LIVE)]),
     "panel": StageResult([_gate(Gate.PANEL)], reached="panel"),
 }
 
@@ -165,7 +167,7 @@ async def test_the_point_gates_follow_a_failed_test_and_compute_matched_a_failed
     # Security is not run once a gate has failed; the panel is not reached.
     assert ran[-1] == "compute-matched" and verdict.failed == ["decoy"]
     skipped = [g.gate for g in verdict.gates if g.skipped]
-    assert skipped == ["security", "panel"]
+    assert skipped == ["security", "live", "panel"]
 
 
 def test_not_reached_lines_leave_out_gates_already_measured() -> None:

@@ -1,6 +1,6 @@
 """Generated held-out tasks: BFCL's checker judges them by their constructed ground truth,
-they are new per secret, they stand only in the held-out pool, and nothing of a public
-task's wording carries over."""
+HumanEval's layout runs their computed tests in the sandbox, they are new per secret, they
+stand only in the held-out pool, and nothing of a public task's wording carries over."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ import pytest
 from daemon.config.policy import SuitePolicy
 from daemon.suites import evaluated_suite, generated_ids, heldout_evidence, load_suite
 from daemon.suites.bfcl import BfclSuite
+from daemon.suites.codecheck import DockerCodeChecker
 from daemon.suites.generated.calls import DOMAINS, generate_call
+from daemon.suites.generated.programs import generate_problem
+from daemon.suites.humaneval import HumanEvalSuite
 from daemon.suites.splits import split
-
-pytestmark = pytest.mark.unit
 
 
 def _suite(cache: Path, seed: str, spec: str = "bfcl:simple", share: float = 0.5) -> Any:
@@ -27,6 +28,7 @@ def _suite(cache: Path, seed: str, spec: str = "bfcl:simple", share: float = 0.5
     return suite, split(suite.task_ids(), seed=seed, dev_size=20, heldout_size=120)
 
 
+@pytest.mark.unit
 @pytest.mark.anyio
 async def test_every_generated_task_is_solved_by_its_reference_and_failed_by_a_wrong_value(
     asset_cache: Path,
@@ -53,6 +55,7 @@ async def test_every_generated_task_is_solved_by_its_reference_and_failed_by_a_w
             assert not (await suite.check(task_id, out, None)).passed
 
 
+@pytest.mark.unit
 def test_generated_tasks_stand_for_half_the_heldout_one_call_tasks_and_never_in_dev(
     asset_cache: Path,
 ) -> None:
@@ -68,6 +71,7 @@ def test_generated_tasks_stand_for_half_the_heldout_one_call_tasks_and_never_in_
     assert generated_ids(off) == frozenset()
 
 
+@pytest.mark.unit
 def test_another_secret_makes_other_tasks_in_other_places(asset_cache: Path) -> None:
     a, _ = _suite(asset_cache, "secret-a")
     again, _ = _suite(asset_cache, "secret-a")
@@ -81,6 +85,7 @@ def test_another_secret_makes_other_tasks_in_other_places(asset_cache: Path) -> 
     assert generated_ids(b) != generated_ids(a)
 
 
+@pytest.mark.unit
 def test_nothing_of_a_public_task_is_in_a_generated_one(asset_cache: Path) -> None:
     """No public function name, and no public question's wording with its numbers and names
     masked: a table keyed on either has no entry for a generated task."""
@@ -98,6 +103,7 @@ def test_nothing_of_a_public_task_is_in_a_generated_one(asset_cache: Path) -> No
         assert masked(task.prompt[-1].content or "") not in wordings
 
 
+@pytest.mark.unit
 def test_the_space_is_large_enough_that_tasks_rarely_repeat() -> None:
     questions = {generate_call("space", str(i)).question[0]["content"] for i in range(2000)}
     functions = {generate_call("space", str(i)).answers[0].popitem()[0] for i in range(2000)}
@@ -106,9 +112,57 @@ def test_the_space_is_large_enough_that_tasks_rarely_repeat() -> None:
     assert len(DOMAINS) >= 16
 
 
+@pytest.mark.unit
 def test_policy_check_says_what_the_heldout_tasks_are() -> None:
     on = heldout_evidence(SuitePolicy(name="bfcl:simple"))
     assert "50% of its one-call tasks generated" in on
     off = heldout_evidence(SuitePolicy(name="bfcl:simple", generated_share=0.0))
     assert "generated_share = 0.5" in off
-    assert "generated" not in heldout_evidence(SuitePolicy(name="humaneval"))
+    code = heldout_evidence(SuitePolicy(name="humaneval"))
+    assert "50% of its problems generated" in code
+    assert "generated" not in heldout_evidence(SuitePolicy(name="bfcl:parallel"))
+
+
+@pytest.mark.unit
+def test_generated_problems_pass_their_own_tests_and_stand_in_the_heldout_pool(
+    asset_cache: Path,
+) -> None:
+    """The reference passes the computed tests (run here on trusted code of our own making;
+    the sandbox runs them below), and half the held-out problems are generated."""
+    for i in range(300):
+        made = generate_problem("code", str(i))
+        scope: dict[str, Any] = {}
+        exec(made.prompt + made.canonical_solution + made.test, scope)  # our own reference
+        scope["check"](scope[made.entry_point])
+        assert made.test.count("assert candidate(") == 8
+    suite, splits = _suite(asset_cache, "g4", "humaneval")
+    made_ids = generated_ids(suite)
+    assert made_ids <= set(splits.heldout) and len(made_ids) == round(0.5 * len(splits.heldout))
+    public = load_suite("humaneval", asset_cache)
+    public_names = {public.task(t).meta["entry_point"] for t in public.task_ids()}
+    for task_id in made_ids:
+        assert suite.task(task_id).meta["entry_point"] not in public_names
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.anyio
+@pytest.mark.timeout(900)
+async def test_generated_problems_are_checked_in_the_sandbox(
+    humaneval: HumanEvalSuite, checker: DockerCodeChecker
+) -> None:
+    """The reference passes through the real code checker; a plausible wrong answer (the
+    filter dropped) and a stub fail."""
+    ids = humaneval.task_ids()[:6]
+    suite = HumanEvalSuite(
+        [humaneval._problem(i) for i in humaneval.task_ids()], timeout_s=120.0
+    ).with_generated(ids, "sandboxed")
+    for task_id in ids:
+        right = suite.reference_output(task_id)
+        assert (await suite.check(task_id, right, checker)).passed, task_id
+        first = right.splitlines()[0]
+        unfiltered = first[: first.rindex(" if ")] + "]\n" + right.splitlines()[1] + "\n"
+        assert not (await suite.check(task_id, "    return None\n", checker)).passed
+        wrong = await suite.check(task_id, unfiltered, checker)
+        keeps_all = "if True]" in first
+        assert wrong.passed == keeps_all, (task_id, first)
