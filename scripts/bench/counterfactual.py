@@ -137,7 +137,6 @@ async def main(args: argparse.Namespace) -> None:
     b = sum(p and not c for p, c in zip(public, copies, strict=True))
     c = sum(c and not p for p, c in zip(public, copies, strict=True))
     print(f"held-out tasks: {n}")
-    print(f"  seed on the public tasks: {sum(public) / n:.1%}")
     other = "generated tasks" if args.generated else "their copies"
 
     def interval(k: int) -> str:
@@ -146,9 +145,9 @@ async def main(args: argparse.Namespace) -> None:
     print(f"  seed on the public tasks: {sum(public) / n:.1%} ({interval(sum(public))})")
     print(f"  seed on {other}: {sum(copies) / n:.1%} ({interval(sum(copies))})")
     print(
-        f"  paired difference (copies - public): {100 * mean:+.1f} points, 95 % interval "
+        f"  paired difference ({other} - public): {100 * mean:+.1f} points, 95 % interval "
         f"{100 * (mean - half):+.1f} to {100 * (mean + half):+.1f}; discordant {b} public-only, "
-        f"{c} copy-only, McNemar exact p = {mcnemar(b, c):.2f}"
+        f"{c} {other.split()[0]}-only, McNemar exact p = {mcnemar(b, c):.2f}"
     )
     load = os.getloadavg()
     print(f"load average {load[0]:.1f} at the end")
