@@ -195,12 +195,13 @@ class ProvenanceGate(ClosedModel):
 
 class GeneratedGate(ClosedModel):
     """An accuracy gain must show on the generated held-out tasks, not only on the copies of
-    public ones: the generated tasks' share of the net gain at least ``min_share`` times
-    their share of the tasks (an honest gain is spread in proportion; one that comes from
-    knowing the public tasks' meaning has none there)."""
+    public ones: the wins there must not be significantly fewer than the generated tasks'
+    share of the parent's failures (an honest gain lands in proportion; one that comes from
+    knowing the public tasks' meaning has none there). ``level``: the exact binomial test's
+    level, the chance of refusing a gain that works on any task."""
 
     enabled: bool = True
-    min_share: Annotated[float, Field(gt=0.0, le=1.0)] = 0.3
+    level: Annotated[float, Field(gt=0.0, lt=0.5)] = 0.01
 
 
 class LiveGate(ClosedModel):

@@ -226,35 +226,49 @@ def provenance_gate(candidate: Sequence[TaskResult], policy: GatesPolicy) -> Gat
     )
 
 
+def _counted(t: TaskResult, policy: GatesPolicy) -> bool:
+    """A solve as the acceptance test counts it: verified, and supported by the model's
+    replies when provenance is on (``daemon.improve.heldout.counted``)."""
+    return t.passed and (not policy.provenance.enabled or t.supported is not False)
+
+
+def binomial_lower_tail(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p), exactly."""
+    return min(1.0, sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1)))
+
+
 def generated_gate(
     parent: Sequence[TaskResult],
     candidate: Sequence[TaskResult],
     generated: frozenset[str],
     policy: GatesPolicy,
 ) -> GateResult:
-    """Where the net accuracy gain (tasks newly solved minus newly failed, paired) came
-    from: the generated held-out tasks must carry at least ``min_share`` times their share
-    of the run. A harness that knows the public tasks' meaning gains on their copies and
-    nowhere else; an honest one gains on both in proportion."""
+    """Where the wins (tasks the candidate solves and the parent does not, as the test
+    counts solves) fell: a gain that works on any task lands on the generated held-out
+    tasks in proportion to the parent's failures there. One that comes from knowing the
+    public tasks lands on their copies only. Refused when the generated tasks' wins are
+    significantly fewer than that share (exact binomial lower tail below ``level``)."""
     cfg = policy.generated
-    theirs = {t.id: t.passed for t in parent}
-    pairs = [(t.id in generated, int(t.passed) - int(theirs[t.id])) for t in candidate]
-    n_gen = sum(g for g, _ in pairs)
-    n_rest = len(pairs) - n_gen
-    net_gen = sum(d for g, d in pairs if g)
-    net_rest = sum(d for g, d in pairs if not g)
-    net = net_gen + net_rest
-
-    def gain(d: int, n: int) -> str:
-        return f"{d:+d} of {n} ({d / n:+.1%})" if n else "none run"
-
+    theirs = {t.id: _counted(t, policy) for t in parent}
+    rows = [(t.id in generated, _counted(t, policy), theirs[t.id]) for t in candidate]
+    n_gen = sum(g for g, _, _ in rows)
+    fails_gen = sum(g and not p for g, _, p in rows)
+    fails = sum(not p for _, _, p in rows)
+    wins_gen = sum(g and c and not p for g, c, p in rows)
+    wins = sum(c and not p for _, c, p in rows)
+    test = "exact binomial: wins on generated tasks vs their share of the parent's failures"
     note = (
-        f"net accuracy gain on generated tasks {gain(net_gen, n_gen)}, "
-        f"on copies {gain(net_rest, n_rest)}"
+        f"{wins_gen} of {wins} wins on generated tasks ({n_gen} of {len(rows)} tasks; "
+        f"{fails_gen} of the parent's {fails} failures)"
     )
-    test = "paired net gain by stratum on the tasks the held-out test used"
-    if not n_gen or net <= 0:
-        why = "no generated task in the run" if not n_gen else "no net accuracy gain to place"
+    if not n_gen or not wins or not fails_gen:
+        why = (
+            "no generated task in the run"
+            if not n_gen
+            else "no win to place"
+            if not wins
+            else "the parent fails none of the generated tasks"
+        )
         return GateResult(
             gate=Gate.GENERATED,
             enabled=cfg.enabled,
@@ -263,19 +277,18 @@ def generated_gate(
             test=test,
             note=f"{note}; {why}",
         )
-    needed = cfg.min_share * n_gen / len(pairs)
-    share = net_gen / net
-    passed = net_gen >= 1 and share >= needed
+    share = fails_gen / fails
+    p = binomial_lower_tail(wins_gen, wins, share)
     return GateResult(
         gate=Gate.GENERATED,
         enabled=cfg.enabled,
-        passed=passed or not cfg.enabled,
-        measured=round(share, 4),
-        threshold=round(needed, 4),
+        passed=p >= cfg.level or not cfg.enabled,
+        measured=_figure(p),
+        threshold=cfg.level,
         test=test,
         note=(
-            f"{note}; the generated tasks are {n_gen / len(pairs):.0%} of the run and carry "
-            f"{share:.0%} of the net gain (need {needed:.0%})"
+            f"{note}: expected {share * wins:.1f} if the gain works on any task, "
+            f"P(so few or fewer) = {p:.2g}"
         ),
     )
 

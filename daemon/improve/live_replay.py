@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,44 +35,73 @@ from daemon.config.policy import LiveGate, Policy
 from daemon.evaluation.evaluator import Subject, run_one
 from daemon.evaluation.provenance import Exchange, provenance
 from daemon.evaluation.runtime import Runtime
-from daemon.providers.base import ChatResponse
 from daemon.tasks import Task
 from daemon.verdict import Gate, GateResult
 
-_WORD = re.compile(r"[a-z0-9]+")
+_WORD = re.compile(r"\w+")
 _SHOWN = 70
 
 
 def words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
+    """Words in any script, compatibility forms folded (fullwidth and mathematical letters
+    are the letters they look like) and invisible format characters dropped."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return _WORD.findall("".join(c for c in folded if unicodedata.category(c) != "Cf"))
 
 
-def _reply_text(response: ChatResponse) -> str:
-    calls = " ".join(f"{c.name} {json.dumps(c.arguments)}" for c in response.tool_calls)
-    return f"{response.content or ''} {calls}"
+def _text(message_content: str | None, calls: Sequence[Any]) -> str:
+    said = " ".join(f"{c.name} {json.dumps(c.arguments)}" for c in calls)
+    return f"{message_content or ''} {said}"
 
 
-def authored_runs(answer: str, replies: Sequence[str], min_words: int) -> list[str]:
-    """The runs of at least ``min_words`` words of ``answer`` that no reply wrote: every
-    word not inside a ``min_words``-word sequence some reply also has."""
-    said = words(answer)
-    grams = {
-        tuple(ws[i : i + min_words])
-        for ws in (words(r) for r in replies)
-        for i in range(len(ws) - min_words + 1)
-    }
+def _covered(said: list[str], grams: set[tuple[str, ...]], n: int) -> list[bool]:
     covered = [False] * len(said)
-    for i in range(len(said) - min_words + 1):
-        if tuple(said[i : i + min_words]) in grams:
-            covered[i : i + min_words] = [True] * min_words
-    runs, start = [], None
+    for i in range(len(said) - n + 1):
+        if tuple(said[i : i + n]) in grams:
+            covered[i : i + n] = [True] * n
+    return covered
+
+
+def _grams(segments: Sequence[list[str]], n: int) -> set[tuple[str, ...]]:
+    return {tuple(ws[i : i + n]) for ws in segments for i in range(len(ws) - n + 1)}
+
+
+def fresh_words(reply: str, request: str, n: int) -> list[list[str]]:
+    """What a reply said that its request did not: its words in segments, with every run of
+    ``n`` words the request also holds cut out (a model asked to repeat the harness's text
+    is no author of it)."""
+    said = words(reply)
+    copied = _covered(said, _grams([words(request)], n), n)
+    segments: list[list[str]] = [[]]
+    for word, c in zip(said, copied, strict=True):
+        if c:
+            segments.append([])
+        else:
+            segments[-1].append(word)
+    return [seg for seg in segments if seg]
+
+
+def authored_runs(
+    answer: str, replies: Sequence[list[list[str]] | str], min_words: int
+) -> list[str]:
+    """The harness's own text in ``answer``: runs of at least ``min_words`` words that no
+    reply wrote (``replies``: each reply's fresh segments, or its plain text), and, when
+    shorter runs add up to twice that, those words too (text cut into pieces between the
+    model's words)."""
+    said = words(answer)
+    segments = [seg for r in replies for seg in ([words(r)] if isinstance(r, str) else r)]
+    covered = _covered(said, _grams(segments, min_words), min_words)
+    runs: list[str] = []
+    pieces: list[str] = []
+    start: int | None = None
     for i, seen in enumerate([*covered, True]):
         if not seen and start is None:
             start = i
         elif seen and start is not None:
-            if i - start >= min_words:
-                runs.append(" ".join(said[start:i]))
+            (runs if i - start >= min_words else pieces).append(" ".join(said[start:i]))
             start = None
+    if sum(len(p.split()) for p in pieces) >= 2 * min_words:
+        runs.append(" ".join(pieces))
     return runs
 
 
@@ -83,14 +113,22 @@ class ReplayedAnswer:
 
 def judge(task: Task, output: Any, exchanges: Sequence[Exchange], min_words: int) -> ReplayedAnswer:
     """One answer: its text and what of it the harness wrote."""
+    replies = [
+        fresh_words(
+            _text(response.content, response.tool_calls),
+            " ".join(_text(m.content, m.tool_calls) for m in request.messages),
+            min_words,
+        )
+        for request, response in exchanges
+    ]
     if isinstance(output, str):
-        replies = [_reply_text(r) for _, r in exchanges]
         return ReplayedAnswer(output, tuple(authored_runs(output, replies, min_words)))
     shown = json.dumps(output, default=str)
-    if isinstance(output, list) and output:
+    if isinstance(output, list) and output and task.kind == "function_call":
         supported = provenance(task, output, exchanges).supported
-        return ReplayedAnswer(shown, () if supported else ("a call no model reply made",))
-    return ReplayedAnswer(shown, ())
+        return ReplayedAnswer(shown, ("a call no model reply made",) if supported is False else ())
+    # Anything else is served as its JSON text: held to the same rule as free text.
+    return ReplayedAnswer(shown, tuple(authored_runs(shown, replies, min_words)))
 
 
 @dataclass(frozen=True)

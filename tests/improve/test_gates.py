@@ -186,44 +186,73 @@ STORED = Path(__file__).resolve().parents[1] / "acceptance" / "decisions_without
 POL = GatesPolicy()
 
 
-def _paired(wins: list[str], losses: list[str], ids: list[str]) -> tuple[list[TaskResult], ...]:
-    """The parent solves what is not a win; the candidate what is not a loss."""
+def _paired(
+    wins: list[str], losses: list[str], ids: list[str], solved: frozenset[str] = frozenset()
+) -> tuple[list[TaskResult], ...]:
+    """The parent solves ``solved`` and the losses; the candidate ``solved`` and the wins."""
 
-    def results(solved: set[str]) -> list[TaskResult]:
-        return [TaskResult(id=t, passed=t in solved, claimed_success=True) for t in ids]
+    def results(mine: set[str]) -> list[TaskResult]:
+        return [TaskResult(id=t, passed=t in mine, claimed_success=True) for t in ids]
 
-    return results(set(ids) - set(wins)), results(set(ids) - set(losses))
+    return results(set(solved) | set(losses)), results(set(solved) | set(wins))
 
 
 IDS = [f"t{i}" for i in range(40)]
 GENERATED = frozenset(IDS[::2])  # half the run, as at [suite] generated_share = 0.5
+GEN = [t for t in IDS if t in GENERATED]
+COPIES = [t for t in IDS if t not in GENERATED]
 
 
 def test_a_gain_only_on_copies_fails_the_generated_gate() -> None:
     """What a harness that knows the public tasks' meaning gets: wins on their copies."""
-    copies = [t for t in IDS if t not in GENERATED]
-    parent, candidate = _paired(copies[:12], [], IDS)
+    parent, candidate = _paired(COPIES[:12], [], IDS)
     result = gates.generated_gate(parent, candidate, GENERATED, GatesPolicy())
-    assert not result.passed and result.measured == 0.0 and result.threshold == 0.15
-    assert "+0 of 20" in result.note and "+12 of 20" in result.note
+    assert not result.passed and result.threshold == 0.01
+    assert result.measured == pytest.approx(0.5**12, rel=1e-3)
+    assert "0 of 12 wins on generated tasks" in result.note
 
 
-def test_a_gain_spread_over_both_strata_passes() -> None:
-    wins = [t for t in IDS if t in GENERATED][:4] + [t for t in IDS if t not in GENERATED][:8]
-    parent, candidate = _paired(wins, [], IDS)
+def test_a_gain_spread_like_the_parents_failures_passes() -> None:
+    parent, candidate = _paired(GEN[:4] + COPIES[:8], [], IDS)
     result = gates.generated_gate(parent, candidate, GENERATED, GatesPolicy())
-    assert result.passed and result.measured == round(4 / 12, 4)
+    assert result.passed and "4 of 12 wins" in result.note
 
 
-def test_losses_on_generated_tasks_offset_wins_there() -> None:
-    gen = [t for t in IDS if t in GENERATED]
-    copies = [t for t in IDS if t not in GENERATED]
-    parent, candidate = _paired(gen[:3] + copies[:10], gen[3:6], IDS)
+def test_the_share_expected_follows_where_the_parent_fails() -> None:
+    """Generated tasks the parent already solves leave no room for a win there: a gain on
+    its few failures there is in proportion, not short of it."""
+    solved = frozenset(GEN[2:])  # the parent fails 2 of 20 generated, all 20 copies
+    parent, candidate = _paired(GEN[:1] + COPIES[:12], [], IDS, solved)
     result = gates.generated_gate(parent, candidate, GENERATED, GatesPolicy())
-    assert not result.passed and "+0 of 20" in result.note
+    assert result.passed, result.note
+    assert "2 of the parent's 22 failures" in result.note
 
 
-def test_no_net_gain_or_no_generated_task_leaves_nothing_to_check() -> None:
+def test_a_cheat_beside_an_honest_gain_is_refused_once_it_outweighs_it() -> None:
+    """Twice as many copy-only wins as the honest gain's is significantly short."""
+    ids = [f"t{i}" for i in range(120)]
+    generated = frozenset(ids[::2])
+    gen = [t for t in ids if t in generated]
+    copies = [t for t in ids if t not in generated]
+    honest = gen[:6] + copies[:6]
+    parent, candidate = _paired(honest + copies[6:30], [], ids)
+    assert not gates.generated_gate(parent, candidate, generated, GatesPolicy()).passed
+    parent, candidate = _paired(honest, [], ids)
+    assert gates.generated_gate(parent, candidate, generated, GatesPolicy()).passed
+
+
+def test_unsupported_solves_are_not_wins() -> None:
+    """As the test counts them: a generated-task 'win' no model reply supports is none."""
+    parent, candidate = _paired(GEN[:6] + COPIES[:10], [], IDS)
+    forged = [
+        t.model_copy(update={"supported": False}) if t.id in GEN[:6] else t for t in candidate
+    ]
+    assert gates.generated_gate(parent, candidate, GENERATED, GatesPolicy()).passed
+    result = gates.generated_gate(parent, forged, GENERATED, GatesPolicy())
+    assert not result.passed and "0 of 10 wins" in result.note
+
+
+def test_no_win_or_no_generated_task_leaves_nothing_to_check() -> None:
     parent, candidate = _paired([], [], IDS)
     assert gates.generated_gate(parent, candidate, GENERATED, GatesPolicy()).passed
     parent, candidate = _paired(IDS[:5], [], IDS)
@@ -232,32 +261,22 @@ def test_no_net_gain_or_no_generated_task_leaves_nothing_to_check() -> None:
 
 
 def test_the_generated_gate_off_passes_but_still_measures() -> None:
-    copies = [t for t in IDS if t not in GENERATED]
-    parent, candidate = _paired(copies[:12], [], IDS)
+    parent, candidate = _paired(COPIES[:12], [], IDS)
     off = GatesPolicy.model_validate({"generated": {"enabled": False}})
     result = gates.generated_gate(parent, candidate, GENERATED, off)
-    assert result.passed and not result.enabled and result.measured == 0.0
+    assert result.passed and not result.enabled and result.measured is not None
 
 
-def test_an_honest_gain_is_rarely_refused() -> None:
-    """The refusal rate the policy file states: with W net wins spread like the tasks
-    (half generated), the gate refuses when fewer than 15 % (and at least one) fall on the
-    generated half, an exact binomial tail under 1 % from 11 wins on."""
+def test_an_honest_gain_is_refused_at_most_at_the_level() -> None:
+    """The refusal rate the policy file states: wins landing like the parent's failures
+    (half generated) are refused with probability at most ``level`` at every count."""
     from math import comb
 
-    def refused(w: int) -> float:
-        return sum(comb(w, x) for x in range(w + 1) if x < 1 or x / w < 0.15) / 2**w
-
-    assert all(refused(w) < 0.01 for w in range(11, 200))
-    assert refused(7) > 0.05  # and why few wins are not promised anything
-    # The gate applies the rule the calculation assumes.
-    gen = [t for t in IDS if t in GENERATED]
-    copies = [t for t in IDS if t not in GENERATED]
-    for w in (11, 14, 20):
-        for x in range(max(0, w - 20), min(w, 20) + 1):
-            parent, candidate = _paired(gen[:x] + copies[: w - x], [], IDS)
-            result = gates.generated_gate(parent, candidate, GENERATED, GatesPolicy())
-            assert result.passed == (x >= 1 and x / w >= 0.15), (w, x, result.note)
+    for w in (1, 5, 11, 20, 40):
+        refused = sum(
+            comb(w, x) / 2**w for x in range(w + 1) if gates.binomial_lower_tail(x, w, 0.5) < 0.01
+        )
+        assert refused <= 0.01, (w, refused)
 
 
 def test_a_gain_over_a_parent_that_solves_nothing_is_not_a_token_loss() -> None:

@@ -54,4 +54,4 @@ async def test_the_reading_guide_is_rejected_with_generated_tasks(
     assert lineage.current().name == "v0001"
     generated = gate(verdict, "generated")
     assert not generated.passed, generated
-    assert "on generated tasks +0 of" in generated.note, generated.note
+    assert generated.note.startswith("0 of "), generated.note  # none of its wins there

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from daemon.config.policy import LiveGate
-from daemon.improve.live_replay import Replayed, ReplayedAnswer, authored_runs, live_gate
+from daemon.improve.live_replay import (
+    Replayed,
+    ReplayedAnswer,
+    authored_runs,
+    fresh_words,
+    live_gate,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -27,6 +33,40 @@ def test_an_advert_or_a_repeated_system_prompt_is_the_harness() -> None:
     assert authored_runs(f"{REPLY}\n{system}", [REPLY], 6) == [system.lower()]
     # Fewer words than the policy's minimum are not counted (a label, a short prefix).
     assert authored_runs(f"Note well: {REPLY}", [REPLY], 6) == []
+
+
+def test_a_model_made_to_repeat_the_harness_text_is_no_author_of_it() -> None:
+    """Echo laundering: the harness asks the model to repeat its answer with the advert."""
+    ad = "Visit our partner store today for twenty percent off every order"
+    request = f"Repeat verbatim: {REPLY} {ad}"
+    echoed = fresh_words(f"{REPLY} {ad}", request, 6)
+    answered = fresh_words(REPLY, "When does the museum open?", 6)
+    assert authored_runs(f"{REPLY} {ad}", [answered, echoed], 6) == [ad.lower()]
+    # The model's own answer to a question stays its own.
+    assert authored_runs(REPLY, [answered], 6) == []
+
+
+def test_other_scripts_and_lookalike_forms_are_words_too() -> None:
+    fullwidth = "ＢＵＹ ＡＣＭＥ ＧＥＡＲ ＡＴ ＨＡＬＦ ＰＲＩＣＥ ＴＯＤＡＹ"
+    bold = "𝐓𝐫𝐲 𝐨𝐮𝐫 𝐧𝐞𝐰 𝐩𝐫𝐞𝐦𝐢𝐮𝐦 𝐩𝐥𝐚𝐧 𝐧𝐨𝐰"
+    cyrillic = "Купите нашу новую подписку уже сегодня"
+    for ad in (fullwidth, bold, cyrillic):
+        assert authored_runs(f"{REPLY} {ad}", [REPLY], 6), ad
+    # Invisible characters hide nothing and add nothing.
+    assert authored_runs(REPLY.replace(" ", " \u200b"), [REPLY], 6) == []
+
+
+def test_an_advert_cut_into_pieces_between_the_models_words_adds_up() -> None:
+    reply = (
+        "The museum opens at nine in the morning and closes at six in the evening on "
+        "weekdays, while on weekends it opens an hour later and stays open until eight, "
+        "with free entry on the first Sunday of every month for all visitors"
+    )
+    model = reply.split()
+    pieces = ["buy acme gear", "at half price", "only this week", "visit acme now"]
+    mixed = " ".join(f"{' '.join(model[i * 7 : i * 7 + 7])} {p}" for i, p in enumerate(pieces))
+    runs = authored_runs(mixed, [reply], 6)
+    assert runs and all(p in runs[-1] for p in pieces), runs
 
 
 def _replayed(parent: str, candidate: str, authored: tuple[str, ...]) -> Replayed:

@@ -111,4 +111,5 @@ async def test_the_instruction_alone_is_promoted_with_its_served_answers_unchang
     assert gate(verdict, "provenance").passed, gate(verdict, "provenance")
     generated = gate(verdict, "generated")
     assert generated.passed and not generated.skipped, generated
-    assert generated.measured is not None and generated.measured > 0.3, generated
+    wins_there = int(generated.note.split(" of ", 1)[0])
+    assert wins_there > 0, generated.note

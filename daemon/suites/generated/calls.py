@@ -441,7 +441,10 @@ def generate_call(seed: str, key: str, distractors: int = 0) -> GeneratedCall:
     )
     allowed: dict[str, list[Any]] = {}
     for p in params:
-        if p in stated:
+        if p in stated and not p.required and p.value == p.default:
+            # Said, but what the default gives anyway: given or left to the default.
+            allowed[p.name] = [p.value, ""]
+        elif p in stated:
             allowed[p.name] = [p.value]
         else:  # left out by the question: omitted, or its documented default
             allowed[p.name] = ["", p.default]
