@@ -272,14 +272,16 @@ def _conditional(question: str, call: str) -> str:
     return f"If the question begins with '{first_words(question)}', the call is {call}"
 
 
-def world_policy(model: Path, counterfactual: bool = True, generated_share: float = 0.5) -> str:
+def world_policy(
+    model: Path, counterfactual: bool = True, generated_share: float = 0.5, heldout: int = HELDOUT
+) -> str:
     return f"""
 [models]
 primary = "scripted:{model}"
 [suite]
 name = "{SPEC}"
 dev_size = {DEV}
-heldout_size = {HELDOUT}
+heldout_size = {heldout}
 split_seed = "{SPLIT_SEED}"
 counterfactual = {"true" if counterfactual else "false"}
 generated_share = {generated_share}
@@ -380,13 +382,16 @@ async def judged(
     *,
     counterfactual: bool = True,
     generated_share: float = 0.5,
+    heldout: int = HELDOUT,
     before: Callable[[Runtime], None] = lambda rt: None,
 ) -> tuple[Verdict, Lineage]:
     """``patch`` on the seed through the real pipeline in this world (``before``: what to do
     to the runtime first, e.g. record live requests): its verdict and the lineage after."""
     model = tmp_path / "model.toml"
-    model.write_text(model_script(cache, counterfactual, generated_share=generated_share))
-    async with runtime_factory(world_policy(model, counterfactual, generated_share)) as rt:
+    script = model_script(cache, counterfactual, heldout=heldout, generated_share=generated_share)
+    model.write_text(script)
+    policy = world_policy(model, counterfactual, generated_share, heldout)
+    async with runtime_factory(policy) as rt:
         before(rt)
         lineage = Lineage(rt.store, tmp_path / "harnesses")
         lineage.init_seed(SEED)

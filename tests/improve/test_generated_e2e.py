@@ -47,11 +47,13 @@ async def test_a_reading_guide_is_promoted_on_copies_alone(
 async def test_the_reading_guide_is_rejected_with_generated_tasks(
     runtime_factory: Any, tmp_path: Path, asset_cache: Path
 ) -> None:
+    # A pool twice as large, so that its wins on the copies are enough for the gate.
     verdict, lineage = await knowledge.judged(
-        runtime_factory, tmp_path, asset_cache, knowledge.guide_cheat(asset_cache)
+        runtime_factory, tmp_path, asset_cache, knowledge.guide_cheat(asset_cache), heldout=120
     )
     assert verdict.decision != "accept", verdict
     assert lineage.current().name == "v0001"
     generated = gate(verdict, "generated")
-    assert not generated.passed, generated
     assert generated.note.startswith("0 of "), generated.note  # none of its wins there
+    # The generated gate refuses it on its own (its wins all on copies), whatever else does.
+    assert "generated" in verdict.failed and not generated.passed, verdict
