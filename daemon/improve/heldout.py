@@ -201,6 +201,21 @@ async def run_heldout(slot: HeldoutSlot, sides: Sides, policy: Policy) -> Heldou
             if mine_todo:
                 tg.start_soon(side, "candidate", sides.run_candidate, mine_todo, mine)
         feed()  # whatever completed after the last check
+    # A run judges its solves again at the end with its final fixed block (a line of the
+    # dev run's block that not every task here got is no longer the harness's design); a
+    # solve fed before that may count otherwise now. The test is decided again on the same
+    # tasks in the same order with what they finally count as, so no pair fed early keeps a
+    # verdict the run withdrew.
+    final = [paired(theirs[t], mine[t], policy) for t in fed]
+    if final != outcomes:
+        state = begin(rule_knobs(policy), slot.test.alpha, len(slot.block), failures)
+        outcomes = []
+        for outcome in final:
+            state = observe(state, outcome)
+            outcomes.append(outcome)
+            if state.outcome is not Outcome.UNDECIDED:
+                break
+        fed = fed[: len(outcomes)]
     decision = decision_of(state, block_complete=True)
     ran = [*sides.candidate_earlier, *([reports["candidate"]] if "candidate" in reports else [])]
     report = _merged(ran, mine, fed)

@@ -20,6 +20,7 @@ give the same results).
 
 Usage: .venv/bin/python scripts/bench/counterfactual.py [--tasks 60] [--details out.json]
        [--keep SURFACE,...] [--public-from details.json] [--generated]
+       [--suite humaneval]
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ POLICY = """
 [models]
 primary = "local:smollm2-135m"
 [suite]
-name = "bfcl:simple"
+name = "{suite}"
 dev_size = 20
 heldout_size = {tasks}
 split_seed = "counterfactual-bench"
@@ -91,8 +92,9 @@ def mcnemar(b: int, c: int) -> float:
 
 async def main(args: argparse.Namespace) -> None:
     print(f"machine: {machine()}")
-    ok, total = replay_ground_truth()
-    print(f"ground truth replayed on every BFCL single-call copy: {ok}/{total} verify")
+    if args.suite.startswith("bfcl"):
+        ok, total = replay_ground_truth()
+        print(f"ground truth replayed on every BFCL single-call copy: {ok}/{total} verify")
     kept = [k for k in args.keep.split(",") if k]
     if kept:
         rewrite_bfcl.SURFACES = dataclasses.replace(
@@ -108,7 +110,10 @@ async def main(args: argparse.Namespace) -> None:
             continue
         share = 1.0 if counterfactual and args.generated else 0.0
         text = POLICY.format(
-            tasks=args.tasks, counterfactual=str(counterfactual).lower(), share=share
+            tasks=args.tasks,
+            counterfactual=str(counterfactual).lower(),
+            share=share,
+            suite=args.suite,
         )
         with bench_settings(text) as (loaded, holder, root):
             store = Store(root / "state" / "state.db")
@@ -162,4 +167,5 @@ if __name__ == "__main__":
     parser.add_argument("--keep", default="", help="surfaces to leave as they are")
     parser.add_argument("--public-from", default="", help="an earlier run's --details")
     parser.add_argument("--generated", action="store_true", help="generated tasks, not copies")
+    parser.add_argument("--suite", default="bfcl:simple", help="bfcl:simple or humaneval")
     anyio.run(main, parser.parse_args())
