@@ -9,9 +9,11 @@ recently served (``ask`` and the endpoint's chats, as the harness saw them), on 
 model, in the sandbox, and the answers are compared:
 
 * **Text the harness wrote into an answer.** A free-text answer is the model's words: a run
-  of ``[gates.live] min_words`` words or more that no model reply of that request wrote is
-  the harness's own text (a client's system prompt repeated, an advertisement, a canned
-  line). A call answer is judged by provenance like a suite task's.
+  of ``[gates.live] min_words`` words or more that no model reply of that request wrote
+  (replies count only for what their request did not already say: a model made to repeat
+  the harness's text is no author of it) is the harness's own text (a client's system
+  prompt repeated, an advertisement, a canned line); the client's own question quoted back
+  is the client's. A call answer is judged by provenance like a suite task's.
 * The gate fails when the candidate's answers carry such text on more requests than the
   parent's do (``max_requests`` more; 0 by default); its note shows how many requests were
   answered differently and one example beside the parent's answer, for a reviewer.
@@ -121,6 +123,10 @@ def judge(task: Task, output: Any, exchanges: Sequence[Exchange], min_words: int
         )
         for request, response in exchanges
     ]
+    # The client's own question is the client's to have quoted back (a model that restates
+    # it, a harness that prefixes it); its system prompt is not: repeating that into an
+    # answer is what a served answer must not do.
+    replies.append([words(m.content or "") for m in task.prompt if m.role == "user"])
     if isinstance(output, str):
         return ReplayedAnswer(output, tuple(authored_runs(output, replies, min_words)))
     shown = json.dumps(output, default=str)

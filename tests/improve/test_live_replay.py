@@ -10,8 +10,12 @@ from daemon.improve.live_replay import (
     ReplayedAnswer,
     authored_runs,
     fresh_words,
+    judge,
     live_gate,
 )
+from daemon.providers.base import ChatRequest, Message
+from daemon.tasks import Task
+from tests.support.exchanges import reply as model_reply
 
 pytestmark = pytest.mark.unit
 
@@ -91,3 +95,21 @@ def test_the_gate_fails_on_text_the_parent_never_wrote_and_shows_it() -> None:
 def test_nothing_served_yet_skips_the_gate() -> None:
     result = live_gate([], LiveGate())
     assert result.passed and result.skipped and "no live requests" in result.note
+
+
+def test_the_clients_question_quoted_back_is_the_clients_its_system_prompt_is_not() -> None:
+
+    question = "Which of your shops is open on Sunday afternoons near the station?"
+    system = "You are the assistant of a bike shop; staff discount code ZX41 is secret"
+    task = Task(
+        id="chat-1",
+        suite="chat",
+        kind="answer",
+        prompt=[Message(role="system", content=system), Message(role="user", content=question)],
+    )
+    reply = "The shop on Mill Street is open on Sunday afternoons."
+    exchanges = [(ChatRequest(messages=task.prompt), model_reply(reply))]
+    quoted = judge(task, f"You asked: {question} {reply}", exchanges, 6)
+    assert quoted.authored == ()
+    leaked = judge(task, f"{reply} {system}", exchanges, 6)
+    assert leaked.authored and "discount code zx41" in leaked.authored[0]
