@@ -121,6 +121,12 @@ class Pipeline:
         self.current: int | None = None  # the candidate under evaluation
         self._began = 0.0  # when its evaluation began (time.monotonic)
 
+    def version_subject(self, version: Version) -> Subject:
+        """A lineage version as an evaluation's subject (its tree, name and id)."""
+        return Subject(
+            self.lineage.path(version), version.name, version_id=version.id, version=version.name
+        )
+
     # ---- baselines -----------------------------------------------------------------------
 
     async def baseline(
@@ -161,9 +167,7 @@ class Pipeline:
         await self.rt.emit(
             "baseline.started", f"measuring {version.name} on the {split} split with {model}"
         )
-        subject = Subject(
-            self.lineage.path(version), version.name, version_id=version.id, version=version.name
-        )
+        subject = self.version_subject(version)
         began = time.monotonic()
         report = await evaluate(
             self.rt,
@@ -511,12 +515,7 @@ class CandidateEvaluation:
             )
 
         theirs, mine, known, earlier = await anyio.to_thread.run_sync(keys)
-        parent_subject = Subject(
-            self.pipeline.lineage.path(parent),
-            parent.name,
-            version_id=parent.id,
-            version=parent.name,
-        )
+        parent_subject = self.pipeline.version_subject(parent)
 
         def side(subject: Subject, key: str, fixed: frozenset[str]) -> RunSide:
             async def run(ids: list[str], stop: StopWhen, order: TaskOrder) -> EvalReport:
@@ -582,12 +581,7 @@ class CandidateEvaluation:
 
     async def compute_matched(self) -> StageResult:
         """More tokens than the parent must beat the parent's vote at the same tokens."""
-        parent = Subject(
-            self.pipeline.lineage.path(self.parent),
-            self.parent.name,
-            version_id=self.parent.id,
-            version=self.parent.name,
-        )
+        parent = self.pipeline.version_subject(self.parent)
         gate = await compute_matched_gate(
             self.rt, parent, self._held(), self.primary, self.policy, self.parent_fixed
         )
@@ -604,12 +598,7 @@ class CandidateEvaluation:
             self.pipeline.activity(
                 f"candidate c{self.cid}: replaying {len(tasks)} recorded live requests"
             )
-        parent = Subject(
-            self.pipeline.lineage.path(self.parent),
-            self.parent.name,
-            version_id=self.parent.id,
-            version=self.parent.name,
-        )
+        parent = self.pipeline.version_subject(self.parent)
         replayed = await replay(
             self.rt, parent, self.subject, tasks, policy=self.policy, label=f"replay-c{self.cid}"
         )
