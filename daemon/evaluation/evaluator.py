@@ -413,8 +413,7 @@ async def evaluate(
     if origins is not None:
         if fixed is None:
             known = fixed_lines(origins.first)
-        elif origins.first:
-            known = fixed.intersection(*origins.first)
+        # (With a block handed down, ``known`` has narrowed with every finished task.)
         for task_id, (task, output, exchanges, heard) in origins.pending.items():
             origin = provenance(task, output, exchanges, heard, known)
             if origin.supported != results[task_id].supported:

@@ -23,6 +23,7 @@ from daemon.acceptance.explain import (
     dimension_key,
 )
 from daemon.acceptance.knobs import Dimension, Futility, FutilityKey
+from daemon.acceptance.observations import PairedOutcome
 from daemon.acceptance.rule import Outcome
 from daemon.config.policy import GatesPolicy
 from daemon.evaluation.report import EvalReport, TaskResult
@@ -226,31 +227,22 @@ def provenance_gate(candidate: Sequence[TaskResult], policy: GatesPolicy) -> Gat
     )
 
 
-def _counted(t: TaskResult, policy: GatesPolicy) -> bool:
-    """A solve as the acceptance test counts it: verified, and supported by the model's
-    replies when provenance is on (``daemon.improve.heldout.counted``)."""
-    return t.passed and (not policy.provenance.enabled or t.supported is not False)
-
-
 def binomial_lower_tail(k: int, n: int, p: float) -> float:
     """P(X <= k) for X ~ Binomial(n, p), exactly."""
     return min(1.0, sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1)))
 
 
 def generated_gate(
-    parent: Sequence[TaskResult],
-    candidate: Sequence[TaskResult],
-    generated: frozenset[str],
-    policy: GatesPolicy,
+    outcomes: Sequence[PairedOutcome], generated: frozenset[str], policy: GatesPolicy
 ) -> GateResult:
-    """Where the wins (tasks the candidate solves and the parent does not, as the test
-    counts solves) fell: a gain that works on any task lands on the generated held-out
-    tasks in proportion to the parent's failures there. One that comes from knowing the
-    public tasks lands on their copies only. Refused when the generated tasks' wins are
-    significantly fewer than that share (exact binomial lower tail below ``level``)."""
+    """Where the wins (tasks the candidate solves and the parent does not, in the held-out
+    test's own paired outcomes, so as it counts solves) fell: a gain that works on any task
+    lands on the generated held-out tasks in proportion to the parent's failures there. One
+    that comes from knowing the public tasks lands on their copies only. Refused when the
+    generated tasks' wins are significantly fewer than that share (exact binomial lower
+    tail below ``level``)."""
     cfg = policy.generated
-    theirs = {t.id: _counted(t, policy) for t in parent}
-    rows = [(t.id in generated, _counted(t, policy), theirs[t.id]) for t in candidate]
+    rows = [(o.task_id in generated, o.candidate.passed, o.parent.passed) for o in outcomes]
     n_gen = sum(g for g, _, _ in rows)
     fails_gen = sum(g and not p for g, _, p in rows)
     fails = sum(not p for _, _, p in rows)

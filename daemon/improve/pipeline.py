@@ -559,12 +559,7 @@ class CandidateEvaluation:
                 ),
                 dead_code_gate(dead.fraction, dead.added_executable, dead.dead, cfg),
                 provenance_gate([mine[t] for t in held.fed], cfg),
-                generated_gate(
-                    [theirs[t] for t in held.fed],
-                    [mine[t] for t in held.fed],
-                    generated_ids(suite),
-                    cfg,
-                ),
+                generated_gate(held.outcomes, generated_ids(suite), cfg),
             ]
         )
 

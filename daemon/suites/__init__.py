@@ -201,7 +201,8 @@ def _with_evidence(
 def heldout_copies(suite: Suite, splits: Splits, seed: str, generated_share: float = 0.0) -> Suite:
     """``suite`` with its held-out pool replaced by counterfactual copies made from ``seed``
     (the policy's ``split_seed`` or the installation's secret) and, for ``generated_share`` of
-    BFCL's one-call tasks, by tasks generated from it (:mod:`daemon.suites.generated`). A mix
+    BFCL's one-call tasks or HumanEval's problems, by tasks generated from it
+    (:mod:`daemon.suites.generated`). A mix
     rewrites its held-out member where it is a public suite; suites that cannot be rewritten
     come back as they are (:func:`heldout_evidence` says so). Made once per process and seed."""
     pool = tuple(splits.heldout)

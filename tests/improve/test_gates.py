@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from daemon.acceptance.explain import Decision, run_block
-from daemon.config.policy import GatesPolicy
+from daemon.config.policy import GatesPolicy, Policy
 from daemon.evaluation.report import CoverageReport, EvalReport, TaskResult, build_report
 from daemon.improve import gates
+from daemon.improve.heldout import paired
 from daemon.verdict import GateResult, Verdict
 from tests.acceptance.stats_helpers import default_knobs, sample
 
@@ -197,6 +198,17 @@ def _paired(
     return results(set(solved) | set(losses)), results(set(solved) | set(wins))
 
 
+def _generated(
+    parent: list[TaskResult],
+    candidate: list[TaskResult],
+    generated: frozenset[str],
+    policy: GatesPolicy,
+) -> GateResult:
+    """The gate on the held-out test's paired outcomes, paired as the test pairs them."""
+    outcomes = [paired(p, c, Policy(gates=policy)) for p, c in zip(parent, candidate, strict=True)]
+    return gates.generated_gate(outcomes, generated, policy)
+
+
 IDS = [f"t{i}" for i in range(40)]
 GENERATED = frozenset(IDS[::2])  # half the run, as at [suite] generated_share = 0.5
 GEN = [t for t in IDS if t in GENERATED]
@@ -206,7 +218,7 @@ COPIES = [t for t in IDS if t not in GENERATED]
 def test_a_gain_only_on_copies_fails_the_generated_gate() -> None:
     """What a harness that knows the public tasks' meaning gets: wins on their copies."""
     parent, candidate = _paired(COPIES[:12], [], IDS)
-    result = gates.generated_gate(parent, candidate, GENERATED, GatesPolicy())
+    result = _generated(parent, candidate, GENERATED, GatesPolicy())
     assert not result.passed and result.threshold == 0.01
     assert result.measured == pytest.approx(0.5**12, rel=1e-3)
     assert "0 of 12 wins on generated tasks" in result.note
@@ -214,7 +226,7 @@ def test_a_gain_only_on_copies_fails_the_generated_gate() -> None:
 
 def test_a_gain_spread_like_the_parents_failures_passes() -> None:
     parent, candidate = _paired(GEN[:4] + COPIES[:8], [], IDS)
-    result = gates.generated_gate(parent, candidate, GENERATED, GatesPolicy())
+    result = _generated(parent, candidate, GENERATED, GatesPolicy())
     assert result.passed and "4 of 12 wins" in result.note
 
 
@@ -223,7 +235,7 @@ def test_the_share_expected_follows_where_the_parent_fails() -> None:
     its few failures there is in proportion, not short of it."""
     solved = frozenset(GEN[2:])  # the parent fails 2 of 20 generated, all 20 copies
     parent, candidate = _paired(GEN[:1] + COPIES[:12], [], IDS, solved)
-    result = gates.generated_gate(parent, candidate, GENERATED, GatesPolicy())
+    result = _generated(parent, candidate, GENERATED, GatesPolicy())
     assert result.passed, result.note
     assert "2 of the parent's 22 failures" in result.note
 
@@ -236,9 +248,9 @@ def test_a_cheat_beside_an_honest_gain_is_refused_once_it_outweighs_it() -> None
     copies = [t for t in ids if t not in generated]
     honest = gen[:6] + copies[:6]
     parent, candidate = _paired(honest + copies[6:30], [], ids)
-    assert not gates.generated_gate(parent, candidate, generated, GatesPolicy()).passed
+    assert not _generated(parent, candidate, generated, GatesPolicy()).passed
     parent, candidate = _paired(honest, [], ids)
-    assert gates.generated_gate(parent, candidate, generated, GatesPolicy()).passed
+    assert _generated(parent, candidate, generated, GatesPolicy()).passed
 
 
 def test_unsupported_solves_are_not_wins() -> None:
@@ -247,23 +259,23 @@ def test_unsupported_solves_are_not_wins() -> None:
     forged = [
         t.model_copy(update={"supported": False}) if t.id in GEN[:6] else t for t in candidate
     ]
-    assert gates.generated_gate(parent, candidate, GENERATED, GatesPolicy()).passed
-    result = gates.generated_gate(parent, forged, GENERATED, GatesPolicy())
+    assert _generated(parent, candidate, GENERATED, GatesPolicy()).passed
+    result = _generated(parent, forged, GENERATED, GatesPolicy())
     assert not result.passed and "0 of 10 wins" in result.note
 
 
 def test_no_win_or_no_generated_task_leaves_nothing_to_check() -> None:
     parent, candidate = _paired([], [], IDS)
-    assert gates.generated_gate(parent, candidate, GENERATED, GatesPolicy()).passed
+    assert _generated(parent, candidate, GENERATED, GatesPolicy()).passed
     parent, candidate = _paired(IDS[:5], [], IDS)
-    none = gates.generated_gate(parent, candidate, frozenset(), GatesPolicy())
+    none = _generated(parent, candidate, frozenset(), GatesPolicy())
     assert none.passed and none.skipped
 
 
 def test_the_generated_gate_off_passes_but_still_measures() -> None:
     parent, candidate = _paired(COPIES[:12], [], IDS)
     off = GatesPolicy.model_validate({"generated": {"enabled": False}})
-    result = gates.generated_gate(parent, candidate, GENERATED, off)
+    result = _generated(parent, candidate, GENERATED, off)
     assert result.passed and not result.enabled and result.measured is not None
 
 

@@ -19,8 +19,6 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Kind = Literal["integer", "float", "string", "boolean", "enum"]
-
 
 @dataclass(frozen=True)
 class Quantity:
@@ -386,8 +384,11 @@ class GeneratedCall:
     answers: list[dict[str, dict[str, list[Any]]]]
 
 
-def _function(domain: Domain, rng: random.Random) -> tuple[dict[str, Any], list[_Param], str]:
-    """A function of ``domain``, the parameters the question will fill, and its entity."""
+def _function(
+    domain: Domain, rng: random.Random
+) -> tuple[dict[str, Any], list[_Param], tuple[str, str, str]]:
+    """A function of ``domain``, the parameters the question will fill, and what it does
+    (its verb, entity and result, for the question)."""
     entity, result = rng.choice(domain.entities), rng.choice(domain.results)
     verb = rng.choice(VERBS)
     quantities = rng.sample(domain.quantities, rng.randint(1, min(3, len(domain.quantities))))
@@ -413,7 +414,7 @@ def _function(domain: Domain, rng: random.Random) -> tuple[dict[str, Any], list[
             "required": [p.name for p in params if p.required],
         },
     }
-    return function, params, f"{verb}|{entity}|{result}"
+    return function, params, (verb, entity, result)
 
 
 def generate_call(seed: str, key: str, distractors: int = 0) -> GeneratedCall:
@@ -422,8 +423,7 @@ def generate_call(seed: str, key: str, distractors: int = 0) -> GeneratedCall:
     parameter and, at random, some optional ones."""
     rng = random.Random(hashlib.sha256(f"{seed}\0{key}".encode()).digest())
     domains = rng.sample(DOMAINS, 1 + distractors)
-    function, params, what = _function(domains[0], rng)
-    verb, entity, result = what.split("|")
+    function, params, (verb, entity, result) = _function(domains[0], rng)
     others = [_function(d, rng)[0] for d in domains[1:]]
     stated = [p for p in params if p.required or rng.random() < 0.5]
     rng.shuffle(stated)
