@@ -51,8 +51,9 @@ def _one_of(group: BaseExceptionGroup[BaseException]) -> BaseException:
     )
 
 
-def _exit_now_if_threads_linger(grace_s: float = 1.0) -> None:
-    """After an orderly stop (containers reaped, state closed), make sure the process ends.
+def _exit_now_if_threads_linger(grace_s: float = 1.0, code: int = 0) -> None:
+    """After an orderly stop (containers reaped, state closed), make sure the process ends
+    (with ``code``).
 
     A worker thread still blocked in a library call (the docker SDK reading a connection the
     engine never closed, say, or a local model call left to finish its prompt chunk) would
@@ -83,7 +84,9 @@ def _exit_now_if_threads_linger(grace_s: float = 1.0) -> None:
         )
         log.warning("thread %s still busy at exit, leaving it: %s", thread.name, where.strip())
     logging.shutdown()
-    os._exit(0)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
@@ -273,6 +276,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"harnessd: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
+        # The command's cleanup ran on the way out (containers removed, run directories
+        # gone); a worker thread the interrupt abandoned inside a blocking call (a container
+        # wait, a model call) must not hold the process until that call returns.
+        _exit_now_if_threads_linger(code=130)
         return 130
 
 
