@@ -137,3 +137,16 @@ def wait_for_event(
         if event["kind"] == kind:
             return event
     raise AssertionError(f"no {kind} event within {timeout} s")
+
+
+def stored_events(state_dir: Path, kind: str) -> list[dict[str, Any]]:
+    """The data of every stored event of ``kind`` in a daemon's state dir, oldest first."""
+    import json
+    import sqlite3
+
+    db = sqlite3.connect(state_dir / "state.db")
+    try:
+        rows = db.execute("SELECT data FROM events WHERE kind = ? ORDER BY id", (kind,))
+        return [json.loads(r[0]) for r in rows.fetchall()]
+    finally:
+        db.close()

@@ -61,9 +61,15 @@ class ProposerPolicy(ClosedModel):
     # "text": search/replace blocks or diffs; "auto": operations for providers that need a
     # grammar to write anything parseable (the embedded model), text otherwise.
     protocol: Literal["auto", "text", "operations"] = "auto"
-    # Proposals sampled per cycle (same prompt, fresh seeds) until one passes the static
-    # stage; each is recorded as a candidate.
-    samples: Annotated[int, Field(ge=1, le=32)] = 4
+    # Proposals sampled per cycle (same prompt, fresh seeds) until ``dev_pool`` of them pass
+    # the static stage; each is recorded as a candidate.
+    samples: Annotated[int, Field(ge=1, le=32)] = 6
+    # Dev-side selection: up to this many proposals that passed the static stage run the
+    # smoke and dev stages, and only the one with the best dev evidence (accuracy over the
+    # parent, then tokens, then claims) takes the cycle's held-out slot; the others are
+    # "not chosen" at dev, with no held-out task run and no alpha spent. 1: the first
+    # proposal that passes the static stage goes on alone.
+    dev_pool: Annotated[int, Field(ge=1, le=8)] = 3
     # The tree a proposal builds on: "live" (the live version, always) or "thompson"
     # (Thompson sampling over the live version and its candidates by dev results only, so
     # a near-miss can be a stepping stone). Either way the held-out test compares the new

@@ -38,7 +38,7 @@ from daemon.gateway import ledger
 from daemon.gateway.ledger import Charge
 from daemon.gateway.metering import MeteredModel
 from daemon.improve import alpha_ledger, briefing, intake
-from daemon.improve.pipeline import Pipeline
+from daemon.improve.pipeline import Pipeline, Screened, best_screened
 from daemon.improve.power_report import current_row, next_candidate_line
 from daemon.improve.procedure import wanted_settings
 from daemon.improve.proposer import archive, edit_protocol
@@ -173,6 +173,9 @@ class ImprovementLoop:
         self.control = control
         self.pipeline = Pipeline(rt, lineage, control.set_activity)
         self.tried = TriedPrograms(lineage)
+        # The loop's own candidates chosen by dev-side selection and not yet evaluated
+        # further: each continues from its dev results (and holds its tree) until it runs.
+        self.screened: dict[int, Screened] = {}
         # Draws for the choice of base (a search heuristic, not a statistical test: its
         # randomness needs no secrecy).
         self.rng = random.Random(secrets.randbits(64))
@@ -337,6 +340,9 @@ class ImprovementLoop:
         reason = await anyio.to_thread.run_sync(check)
         if reason is None:
             return False
+        waited = self.screened.pop(cid, None)
+        if waited is not None:
+            await self.pipeline.abandon(waited, reason)
         await self.rt.emit(
             "candidate.rejected",
             f"candidate c{cid} rejected at static: {reason}",
@@ -373,7 +379,10 @@ class ImprovementLoop:
                     attempt=attempt,
                 )
             try:
-                return await self.pipeline.run(cid, snapshot)
+                # Screened on dev in its own cycle: it continues at the held-out test. After
+                # an outage it runs again from the start (its tree went with the attempt).
+                screened = self.screened.pop(cid, None)
+                return await self.pipeline.run(cid, snapshot, screened)
             except BaseException as exc:
                 outage = first_outage(exc)
                 if outage is None:
@@ -479,27 +488,77 @@ class ImprovementLoop:
         return sub
 
     async def _propose(self, snapshot: PolicySnapshot) -> int | None:
-        """Sample up to ``[proposer] samples`` proposals from one prompt; each is recorded,
-        and the first that passes the static stage (it applies, compiles and is no program
-        tried before) is the cycle's candidate. All under ``snapshot``."""
+        """Sample up to ``[proposer] samples`` proposals from one prompt until ``dev_pool``
+        of them pass the static stage (it applies, compiles and is no program tried before);
+        each is recorded. With more than one, dev-side selection: each runs the stages
+        before the held-out test, and the one with the best dev evidence is the cycle's
+        candidate (:meth:`_select`). All under ``snapshot``."""
         scratch = self.rt.work_dir / f"bases-{uuid.uuid4().hex[:8]}"
+        policy = snapshot.policy.proposer
+        passed: list[int] = []
         try:
             ask = await self.prepare_proposal(scratch, snapshot)
-            samples = snapshot.policy.proposer.samples
-            for sample in range(1, samples + 1):
+            for sample in range(1, policy.samples + 1):
                 self.control.set_activity(
                     f"asking {ask.model.ref} for a patch to {ask.base_name} "
-                    f"(sample {sample} of {samples})"
+                    f"(sample {sample} of {policy.samples}, {len(passed)} of "
+                    f"{policy.dev_pool} passed static)"
                 )
                 sub = await self.sample(ask)
                 if sub is None:
-                    return None  # the proposer's budget refused
+                    break  # the proposer's budget refused: go on with what passed
                 if sub.accepted_for_evaluation:
-                    return sub.candidate_id
-            return None
+                    passed.append(sub.candidate_id)
+                if len(passed) >= policy.dev_pool:
+                    break
+        except BaseException as exc:
+            # An outage while sampling: the proposals that passed are evaluated as they are
+            # (they are recorded; asking again would leave them behind untested).
+            if first_outage(exc) is None or not passed:
+                raise
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(lambda: shutil.rmtree(scratch, ignore_errors=True))
+        if len(passed) <= 1:
+            return passed[0] if passed else None
+        return await self._select(passed, snapshot)
+
+    async def _select(self, cids: list[int], snapshot: PolicySnapshot) -> int | None:
+        """Dev-side selection: screen each of ``cids`` on the stages before the held-out
+        test; the best by dev evidence takes the held-out slot, the others are "not
+        chosen". Only one held-out test per cycle, so the lineage's alpha is spent as
+        without selection (DESIGN.md, "Dev-side selection")."""
+        screened: list[Screened] = []
+        try:
+            for cid in cids:
+                self.control.current = cid
+                outcome = await self.pipeline.screen(cid, snapshot)
+                if isinstance(outcome, Screened):
+                    screened.append(outcome)
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                why = "its cycle was cut short before a candidate was chosen"
+                outage = first_outage(exc)
+                for kept in screened:
+                    await self.pipeline.abandon(kept, f"{why} ({outage or 'stopped'})")
+            raise
+        finally:
+            self.control.current = None
+        if not screened:
+            return None
+        best = best_screened(screened)
+        for other in screened:
+            if other is not best:
+                await self.pipeline.not_chosen(other, best)
+        await self.rt.emit(
+            "candidate.chosen",
+            f"candidate c{best.cid} takes the held-out slot: the best dev evidence of "
+            f"{len(screened)} screened ({best.summary()})",
+            candidate=best.cid,
+            screened=[s.cid for s in screened],
+        )
+        self.screened[best.cid] = best
+        return best.cid
 
     async def prepare_proposal(self, scratch: Path, snapshot: PolicySnapshot) -> Ask:
         """The prompt for the chosen base (the live version or one of its candidates, by

@@ -70,7 +70,7 @@ from daemon.improve.live_replay import live_gate, replay
 from daemon.improve.matched import compute_matched_gate
 from daemon.improve.modelfree import decoy_check
 from daemon.improve.security import security_gate
-from daemon.improve.stages import PipelineStage, StageResult, run_stages
+from daemon.improve.stages import PipelineStage, StageResult, not_reached, run_prefix, run_stages
 from daemon.lineage import CandidateState, Decider, Lineage, Review, Version
 from daemon.suites import generated_ids
 from daemon.verdict import Gate, GateResult, PolicyUsed, Stage, Verdict
@@ -211,20 +211,29 @@ class Pipeline:
             "candidate.stage", f"candidate c{cid}: {stage}", candidate=cid, stage=stage
         )
 
-    async def run(self, candidate_id: int, snapshot: PolicySnapshot) -> Verdict:
+    async def run(
+        self, candidate_id: int, snapshot: PolicySnapshot, screened: Screened | None = None
+    ) -> Verdict:
         """Evaluate a recorded candidate under ``snapshot``, the policy its cycle began with;
-        promote it if every gate passes."""
+        promote it if every gate passes. ``screened``: the candidate already passed the
+        stages before the held-out test (:meth:`screen`, under the same snapshot); it
+        continues from there with its dev results."""
         self.current, self._began = candidate_id, time.monotonic()
-        cand = await anyio.to_thread.run_sync(self.lineage.candidate, candidate_id)
-        parent = await anyio.to_thread.run_sync(self.lineage.get, cand.parent_version_id)
-        tree = await anyio.to_thread.run_sync(
-            intake.materialise, self.lineage, candidate_id, self.rt.work_dir
-        )
-        try:
+        if screened is not None:
+            run, stages, earlier = screened.run, STAGES[_HELDOUT_TEST:], screened.gates
+        else:
+            cand = await anyio.to_thread.run_sync(self.lineage.candidate, candidate_id)
+            parent = await anyio.to_thread.run_sync(self.lineage.get, cand.parent_version_id)
+            tree = await anyio.to_thread.run_sync(
+                intake.materialise, self.lineage, candidate_id, self.rt.work_dir
+            )
             run = CandidateEvaluation(self, candidate_id, parent, tree, cand.patch, snapshot)
-            verdict = await run_stages(STAGES, run, snapshot.policy, policy_used(snapshot))
+            stages, earlier = STAGES, []
+        try:
+            used = policy_used(snapshot)
+            verdict = await run_stages(stages, run, snapshot.policy, used, earlier=earlier)
             review = snapshot.policy.gates.review.enabled
-            await self._conclude(candidate_id, tree, verdict, run.held, review=review)
+            await self._conclude(candidate_id, run.tree, verdict, run.held, review=review)
             return verdict
         except BaseException as exc:
             # Stopped mid-evaluation (daemon stop, engine gone): say so now rather than
@@ -234,11 +243,90 @@ class Pipeline:
             raise
         finally:
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(
-                    lambda: shutil.rmtree(tree.parent, ignore_errors=True)
-                )
+                await _remove_tree(run.tree)
             self.current = None
             self.activity("")
+
+    async def screen(self, candidate_id: int, snapshot: PolicySnapshot) -> Verdict | Screened:
+        """The stages before the held-out test (smoke, dev screen, dev change) under
+        ``snapshot``: the candidate's verdict if it stops there (concluded here), else its
+        dev evidence, for the loop to choose which of several takes the held-out slot
+        (:meth:`run` with ``screened`` continues it; :meth:`not_chosen` ends it)."""
+        self.current, self._began = candidate_id, time.monotonic()
+        cand = await anyio.to_thread.run_sync(self.lineage.candidate, candidate_id)
+        parent = await anyio.to_thread.run_sync(self.lineage.get, cand.parent_version_id)
+        tree = await anyio.to_thread.run_sync(
+            intake.materialise, self.lineage, candidate_id, self.rt.work_dir
+        )
+        run = CandidateEvaluation(self, candidate_id, parent, tree, cand.patch, snapshot)
+        keep = False
+        try:
+            outcome = await run_prefix(
+                BEFORE_HELDOUT, STAGES[_HELDOUT_TEST:], run, snapshot.policy, policy_used(snapshot)
+            )
+            if isinstance(outcome, Verdict):
+                await self._conclude(candidate_id, tree, outcome, None)
+                return outcome
+            keep = True
+            return Screened(run, outcome.gates)
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                await self._interrupted(candidate_id, interruption(exc), first_outage(exc))
+            raise
+        finally:
+            if not keep:
+                with anyio.CancelScope(shield=True):
+                    await _remove_tree(tree)
+            self.current = None
+            self.activity("")
+
+    async def not_chosen(self, screened: Screened, chosen: Screened) -> Verdict:
+        """``screened`` passed the dev stages but ``chosen`` (screened in the same cycle) had
+        the better dev evidence and takes the held-out slot: ``screened`` is rejected at dev
+        with no held-out task run and none of the lineage's alpha spent."""
+        cid, run = screened.cid, screened.run
+        policy = run.snapshot.policy
+        reason = (
+            f"not chosen: c{chosen.cid} of the same cycle had better dev evidence "
+            f"({chosen.summary()} against {screened.summary()})"
+        )
+        rest = not_reached(STAGES[_HELDOUT_TEST:], policy, screened.gates)
+        verdict = Verdict.of(
+            Stage.DEV, [*screened.gates, *rest], reason=reason, policy=policy_used(run.snapshot)
+        )
+        try:
+            await self._conclude(cid, run.tree, verdict, None)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _remove_tree(run.tree)
+        return verdict
+
+    async def abandon(self, screened: Screened, reason: str) -> None:
+        """A screened candidate that will not be evaluated further (an outage cut its cycle
+        short, or its parent is no longer live): it is left interrupted at dev, and its tree
+        removed. No held-out task ran, so no alpha is involved."""
+        cid = screened.cid
+
+        def mark() -> bool:
+            # Not through _interrupted: that settles running held-out tests, and this
+            # candidate has none (another candidate's, resumed after an outage, must keep its).
+            if self.lineage.candidate(cid).state != CandidateState.EVALUATING:
+                return False
+            self.lineage.set_candidate(cid, CandidateState.INTERRUPTED, Stage.DEV)
+            return True
+
+        with anyio.CancelScope(shield=True):
+            try:
+                if await anyio.to_thread.run_sync(mark):
+                    await self.rt.emit(
+                        "candidate.interrupted",
+                        f"candidate c{cid} interrupted at {Stage.DEV}: {reason}",
+                        candidate=cid,
+                        stage=Stage.DEV,
+                        reason=reason,
+                    )
+            finally:
+                await _remove_tree(screened.run.tree)
 
     def _timing(self, cid: int) -> dict[str, float]:
         """The verdict event's ``evaluation_s`` (the metrics' evaluation latency): from the
@@ -675,6 +763,50 @@ class CandidateEvaluation:
 
 def _none(policy: Policy) -> tuple[Gate, ...]:
     return ()
+
+
+@dataclass(frozen=True)
+class Screened:
+    """A candidate that passed the stages before the held-out test, waiting to take a slot:
+    its evaluation so far (tree, dev reports, fixed blocks) and the gates it passed."""
+
+    run: CandidateEvaluation
+    gates: list[GateResult]
+
+    @property
+    def cid(self) -> int:
+        return self.run.cid
+
+    def evidence(self) -> tuple[float, float, float]:
+        """How good its dev results look, larger is better: dev accuracy over the parent's,
+        then fewer tokens a task, then a smaller gap between claimed and verified success.
+        Dev data only (the proposer sees it anyway), so choosing by it says nothing of a
+        held-out test."""
+        assert self.run.dev is not None, "screened without a dev run"
+        parent, dev = self.run.dev
+        return (
+            round(dev.accuracy - parent.accuracy, 6),
+            -dev.tokens_per_task,
+            -max(0.0, dev.verification_gap),
+        )
+
+    def summary(self) -> str:
+        assert self.run.dev is not None, "screened without a dev run"
+        parent, dev = self.run.dev
+        return (
+            f"c{self.cid}: dev {dev.accuracy:.0%} vs parent {parent.accuracy:.0%}, "
+            f"{dev.tokens_per_task:.0f} tokens/task"
+        )
+
+
+def best_screened(screened: list[Screened]) -> Screened:
+    """The candidate that takes the held-out slot: the best dev evidence, the earliest
+    proposed on a tie."""
+    return max(sorted(screened, key=lambda s: s.cid), key=lambda s: s.evidence())
+
+
+async def _remove_tree(tree: Path) -> None:
+    await anyio.to_thread.run_sync(lambda: shutil.rmtree(tree.parent, ignore_errors=True))
 
 
 STAGES: tuple[PipelineStage[CandidateEvaluation], ...] = (

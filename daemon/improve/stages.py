@@ -60,12 +60,28 @@ def not_reached(
     ]
 
 
-async def run_stages(
-    stages: Sequence[PipelineStage[Run]], run: Run, policy: Policy, used: PolicyUsed
-) -> Verdict:
-    """Run ``stages`` in order on ``run`` and derive the verdict, reached under ``policy``
-    (the candidate's snapshot, named by ``used``)."""
-    gates: list[GateResult] = []
+@dataclass(frozen=True)
+class Passed:
+    """Every stage of a prefix passed: their gates, and the stage the last one reached."""
+
+    gates: list[GateResult]
+    reached: Stage
+
+
+async def run_prefix(
+    stages: Sequence[PipelineStage[Run]],
+    rest: Sequence[PipelineStage[Run]],
+    run: Run,
+    policy: Policy,
+    used: PolicyUsed,
+    *,
+    earlier: Sequence[GateResult] = (),
+) -> Verdict | Passed:
+    """Run ``stages`` in order on ``run``, after stages that passed with ``earlier`` gates.
+    A stage that refuses or fails ends it with the verdict (a "not reached" line for every
+    gate of the stages after it and of ``rest``, the stages that would follow); if all
+    pass, their gates, for the stages of ``rest`` to continue from."""
+    gates: list[GateResult] = list(earlier)
     reached: Stage = stages[0].stage
     for index, stage in enumerate(stages):
         result = await stage.run(run)
@@ -73,6 +89,24 @@ async def run_stages(
         reached = result.reached or stage.stage
         failed = any(g.failed for g in gates) and not stage.continues_after_failure
         if result.refusal or failed:
-            rest = not_reached(stages[index + 1 :], policy, gates)
-            return Verdict.of(reached, [*gates, *rest], reason=result.refusal, policy=used)
-    return Verdict.of(reached, gates, policy=used)
+            later = [*stages[index + 1 :], *rest]
+            skipped = not_reached(later, policy, gates)
+            return Verdict.of(reached, [*gates, *skipped], reason=result.refusal, policy=used)
+    return Passed(gates, reached)
+
+
+async def run_stages(
+    stages: Sequence[PipelineStage[Run]],
+    run: Run,
+    policy: Policy,
+    used: PolicyUsed,
+    *,
+    earlier: Sequence[GateResult] = (),
+) -> Verdict:
+    """Run ``stages`` in order on ``run`` and derive the verdict, reached under ``policy``
+    (the candidate's snapshot, named by ``used``). ``earlier``: the gates of the stages
+    that ran before these (a candidate screened on dev, continuing at the held-out test)."""
+    outcome = await run_prefix(stages, (), run, policy, used, earlier=earlier)
+    if isinstance(outcome, Verdict):
+        return outcome
+    return Verdict.of(outcome.reached, outcome.gates, policy=used)

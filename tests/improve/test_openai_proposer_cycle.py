@@ -40,6 +40,8 @@ failures_shown = 1
 # at static (recorded, with its reason) and the next is drawn. Enough samples that the
 # cycle reaches one that compiles (0.7 ** 16 < 0.4 %), since that is what this test runs.
 samples = 16
+# The first that passes goes on alone: this test is about the proposer's calls.
+dev_pool = 1
 
 [suite]
 name = "bfcl:simple"

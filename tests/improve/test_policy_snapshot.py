@@ -61,6 +61,7 @@ model = "scripted:{proposer}"
 protocol = "text"
 search = "live"
 samples = {3 if edited else 1}
+dev_pool = 1
 
 [suite]
 name = "file:{TASKS}"

@@ -6,28 +6,18 @@ a parent baseline, while it runs. In a real daemon with a scripted proposer and 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.daemon_process import ctl, start_daemon
+from tests.daemon_process import ctl, start_daemon, stored_events
 from tests.improve import patches
 from tests.improve.scripted_world import policy_text, world
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 HELDOUT = 24
-
-
-def _heldout_starts(state: Path) -> list[dict[str, Any]]:
-    db = sqlite3.connect(state / "state.db")
-    rows = db.execute(
-        "SELECT data FROM events WHERE kind = 'heldout.started' ORDER BY id"
-    ).fetchall()
-    return [json.loads(r[0]) for r in rows]
 
 
 @pytest.mark.timeout(1500)
@@ -72,7 +62,7 @@ def test_the_users_patch_is_evaluated_before_the_loops_own(
     finally:
         daemon.stop()
     assert seen_evaluating and seen_text
-    starts = _heldout_starts(daemon.state_dir)
+    starts = stored_events(daemon.state_dir, "heldout.started")
     assert starts, "no held-out test began"
     # The user's candidate took the lineage's first held-out slot.
     assert starts[0]["candidate"] == user, starts
