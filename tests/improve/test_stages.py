@@ -3,10 +3,22 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import cast
+
 import pytest
 
 from daemon.config.policy import Policy
-from daemon.improve.pipeline import BEFORE_HELDOUT, FROM_HELDOUT, NO_CHANGE, STAGES
+from daemon.evaluation.report import CoverageReport, EvalReport, Split, TaskResult, build_report
+from daemon.improve.pipeline import (
+    BEFORE_HELDOUT,
+    FROM_HELDOUT,
+    NO_CHANGE,
+    STAGES,
+    CandidateEvaluation,
+    Screened,
+    best_screened,
+)
 from daemon.improve.stages import PipelineStage, StageResult, not_reached, run_stages
 from daemon.verdict import Gate, GateResult, PolicyUsed, Stage, Verdict
 
@@ -174,3 +186,35 @@ def test_not_reached_lines_leave_out_gates_already_measured() -> None:
     later = [s for s in STAGES if s.name in ("decoy", "panel")]
     lines = not_reached(later, Policy(), [_gate(Gate.DECOY)])
     assert [g.gate for g in lines] == ["panel"]
+
+
+def _dev(passed: list[bool], tokens: int = 100, claimed: bool | None = None) -> EvalReport:
+    tasks = [
+        TaskResult(
+            id=f"t{i}", passed=ok, claimed_success=ok if claimed is None else claimed, tokens=tokens
+        )
+        for i, ok in enumerate(passed)
+    ]
+    return build_report(
+        run_id="r", suite="s", split=Split.DEV, model="m", tasks=tasks, coverage=CoverageReport()
+    )
+
+
+def _screened(cid: int, dev: EvalReport, parent: EvalReport) -> Screened:
+    # Only what the choice reads: the candidate's id and its (parent, candidate) dev reports.
+    run = SimpleNamespace(cid=cid, dev=(parent, dev))
+    return Screened(cast(CandidateEvaluation, run), [])
+
+
+def test_dev_side_selection_prefers_accuracy_then_tokens_then_honest_claims() -> None:
+    parent = _dev([True, False, False, False])
+    more = _screened(3, _dev([True, True, False, False], tokens=300), parent)
+    fewer_tokens = _screened(2, _dev([True, True, False, False], tokens=100), parent)
+    overclaims = _screened(1, _dev([True, True, False, False], tokens=100, claimed=True), parent)
+    assert best_screened([more, overclaims, fewer_tokens]).cid == 2
+    assert best_screened([more, overclaims]).cid == 1  # tokens before claims
+    best = _screened(4, _dev([True, True, True, False], tokens=900), parent)
+    assert best_screened([more, best, fewer_tokens]).cid == 4
+    # A tie goes to the earliest proposed.
+    twin = _screened(5, _dev([True, True, False, False], tokens=100), parent)
+    assert best_screened([twin, fewer_tokens]).cid == 2
