@@ -59,6 +59,10 @@ class LocalSettings(ClosedModel):
     # GGUF (``<arch>.context_length``), at most providers.local_llama.CONTEXT_CAP.
     n_ctx: Annotated[int, Field(ge=512, le=131072)] | None = None
     n_threads: Annotated[int, Field(ge=1, le=256)] | None = None
+    # Instances of the model loaded side by side, each serving one call at a time (the
+    # held-out stage's parent and candidate at once). None: two on a machine of two cores or
+    # more, one otherwise. Each costs the model's memory and its own KV cache.
+    instances: Annotated[int, Field(ge=1, le=16)] | None = None
     seed: int = 0
 
 

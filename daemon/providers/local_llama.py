@@ -2,8 +2,13 @@
 
 ``local:smollm2-135m`` is the embedded SmolLM2-135M-Instruct (from its pinned wheel); with
 ``[local] model_path`` set, ``local:<any name>`` runs that file instead. One ``Llama`` per
-model file and context size per process, kept for the process's life; calls to it are
-serialised.
+model file and context size per process, kept for the process's life, or a few of them
+(``[local] instances``; two on a machine of two cores or more): each serves one call at a
+time, and a call takes whichever is free. The held-out stage runs the parent's task beside
+the candidate's, so two instances of one thread each answer both at once where one
+instance would serve them in turn (``scripts/bench/model_threads.py``: 1.48x the requests
+of one instance on two cores). Every instance loads the same file with the same settings
+and threads, so greedy answers do not depend on which one served a call.
 
 The context window follows the model: the length its GGUF says it was trained on
 (``<arch>.context_length``; 8,192 for the embedded model), at most ``CONTEXT_CAP`` tokens,
@@ -40,6 +45,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -129,7 +135,8 @@ class _LoadedModel:
     lock: threading.Lock
 
 
-_models: dict[tuple[Path, int], _LoadedModel] = {}
+# (file, context, instances) -> the instances, loaded once per process.
+_models: dict[tuple[Path, int, int], list[_LoadedModel]] = {}
 _models_lock = threading.Lock()
 _trained: dict[Path, int | None] = {}
 
@@ -169,31 +176,71 @@ def context_size(path: Path, cfg: LocalSettings) -> int:
     return UNSTATED_CONTEXT if trained is None else min(trained, CONTEXT_CAP)
 
 
-def _open_model(path: Path, cfg: LocalSettings) -> _LoadedModel:
+def instances(cfg: LocalSettings) -> int:
+    """How many instances of a local model to run: ``[local] instances``, else two where the
+    machine has two cores or more (one where it has one)."""
+    if cfg.instances is not None:
+        return cfg.instances
+    return 2 if (os.cpu_count() or 1) >= 2 else 1
+
+
+def _threads(cfg: LocalSettings, count: int) -> tuple[int | None, int | None]:
+    """(generation, prompt) threads of each instance: ``[local] n_threads`` when set
+    (generation only, as llama-cpp-python takes it); else the machine's cores shared out among
+    the instances, for reading the prompt too, so that instances working at once do not
+    oversubscribe the cores (llama.cpp's threads spin while they wait)."""
+    if cfg.n_threads is not None:
+        return cfg.n_threads, None
+    each = max(1, (os.cpu_count() or 1) // count)
+    return each, each
+
+
+def _open_model(path: Path, cfg: LocalSettings) -> list[_LoadedModel]:
     n_ctx = context_size(path, cfg)
+    count = instances(cfg)
     with _models_lock:
-        found = _models.get((path, n_ctx))
+        found = _models.get((path, n_ctx, count))
         if found is not None:
             return found
-        try:
-            llama = _Llama(
-                model_path=str(path),
-                n_ctx=n_ctx,
-                n_threads=cfg.n_threads,
-                seed=cfg.seed,
-                verbose=False,
-            )
-        except (ValueError, OSError) as exc:
-            raise ProviderConfigError(
-                f"local model {path} cannot be loaded ({exc}); check [local] model_path"
-            ) from None
-        eos_id, bos_id = llama.token_eos(), llama.token_bos()
-        eos = llama.detokenize([eos_id], special=True).decode() if eos_id >= 0 else ""
-        bos = llama.detokenize([bos_id], special=True).decode() if bos_id >= 0 else ""
-        template = llama.metadata.get("tokenizer.chat_template") or _CHATML
-        formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
-        found = _models[path, n_ctx] = _LoadedModel(llama, formatter, eos, threading.Lock())
-        return found
+        pool = [_load_one(path, n_ctx, cfg, count) for _ in range(count)]
+        _models[path, n_ctx, count] = pool
+        return pool
+
+
+def _load_one(path: Path, n_ctx: int, cfg: LocalSettings, count: int) -> _LoadedModel:
+    generating, reading = _threads(cfg, count)
+    try:
+        llama = _Llama(
+            model_path=str(path),
+            n_ctx=n_ctx,
+            n_threads=generating,
+            n_threads_batch=reading,
+            seed=cfg.seed,
+            verbose=False,
+        )
+    except (ValueError, OSError) as exc:
+        raise ProviderConfigError(
+            f"local model {path} cannot be loaded ({exc}); check [local] model_path"
+        ) from None
+    eos_id, bos_id = llama.token_eos(), llama.token_bos()
+    eos = llama.detokenize([eos_id], special=True).decode() if eos_id >= 0 else ""
+    bos = llama.detokenize([bos_id], special=True).decode() if bos_id >= 0 else ""
+    template = llama.metadata.get("tokenizer.chat_template") or _CHATML
+    formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+    return _LoadedModel(llama, formatter, eos, threading.Lock())
+
+
+def _take(pool: list[_LoadedModel]) -> _LoadedModel:
+    """A free instance of ``pool``, locked for the caller (who releases ``lock``); waits,
+    checking for the caller's cancellation, while all are busy (another provider on the same
+    file may hold them)."""
+    while True:
+        for model in pool:
+            if model.lock.acquire(blocking=False):
+                return model
+        if pool[0].lock.acquire(timeout=_LOCK_POLL_S):
+            return pool[0]
+        anyio.from_thread.check_cancelled()
 
 
 def _prefill(llama: Any, tokens: list[int]) -> None:
@@ -328,8 +375,9 @@ class LocalProvider:
             structured_edits=True, context_tokens=context_size(file, self._cfg) if known else None
         )
         # Callers queue here, not in worker threads: a waiting call holds no thread and can
-        # be cancelled. (The model's own lock also serialises refs that share one file.)
-        self._turn = anyio.CapacityLimiter(1)
+        # be cancelled. One call per instance; each instance's own lock also serialises refs
+        # that share one file.
+        self._turn = anyio.CapacityLimiter(instances(self._cfg))
         # Tokens generated so far by this provider (for progress, benchmarks and tests that
         # must act while a generation is under way rather than after a guessed delay).
         self.generated_tokens = 0
@@ -352,11 +400,11 @@ class LocalProvider:
         except SetupError as exc:
             raise ProviderConfigError(f"{self.ref}: the embedded model is missing: {exc}") from None
 
-    def _open(self) -> _LoadedModel:
-        model = _open_model(self._model_path(), self._cfg)
+    def _open(self) -> list[_LoadedModel]:
+        pool = _open_model(self._model_path(), self._cfg)
         if self.capabilities.context_tokens is None:
-            self.capabilities = replace(self.capabilities, context_tokens=model.llama.n_ctx())
-        return model
+            self.capabilities = replace(self.capabilities, context_tokens=pool[0].llama.n_ctx())
+        return pool
 
     async def load(self) -> None:
         """Load the model now rather than on the first call (e.g. at daemon start)."""
@@ -381,20 +429,19 @@ class LocalProvider:
         return await anyio.to_thread.run_sync(self._count_blocking, request, limiter=self._turn)
 
     def _count_blocking(self, request: ChatRequest) -> int:
-        model = self._open()
+        model = self._open()[0]  # the template and vocabulary only, the same in each
         messages: Any = to_chat_messages(request)
         prompt_text = model.formatter(messages=messages).prompt
         return len(model.llama.tokenize(prompt_text.encode("utf-8"), add_bos=False, special=True))
 
     def _chat_blocking(self, request: ChatRequest, ended: threading.Event) -> ChatResponse:
         try:
-            model = self._open()
-            grammar = grammar_for(reply_schema(request, self.ref), self.ref, model.llama)
-            messages: Any = to_chat_messages(request)  # the library's TypedDicts, structurally
-            prompt_text = model.formatter(messages=messages).prompt
-            while not model.lock.acquire(timeout=_LOCK_POLL_S):
-                anyio.from_thread.check_cancelled()
+            pool = self._open()
+            model = _take(pool)
             try:
+                grammar = grammar_for(reply_schema(request, self.ref), self.ref, model.llama)
+                messages: Any = to_chat_messages(request)  # the library's TypedDicts
+                prompt_text = model.formatter(messages=messages).prompt
                 return self._generate(model, request, prompt_text, grammar)
             finally:
                 model.lock.release()

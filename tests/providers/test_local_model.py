@@ -22,7 +22,13 @@ from daemon.providers.base import (
     ToolSpec,
     metered_call,
 )
-from daemon.providers.local_llama import PREFILL_CHUNK, LocalProvider, _models, trained_context
+from daemon.providers.local_llama import (
+    PREFILL_CHUNK,
+    LocalProvider,
+    _models,
+    instances,
+    trained_context,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.model]
 
@@ -174,7 +180,8 @@ async def test_the_context_is_the_trained_length_unless_the_settings_set_it(
     assert isinstance(default, LocalProvider)
     assert default.capabilities.context_tokens == 8192  # known before the first call
     await default.load()
-    assert _models[gguf, 8192].llama.n_ctx() == 8192
+    count = instances(loaded.settings.local)
+    assert _models[gguf, 8192, count][0].llama.n_ctx() == 8192
 
     local = loaded.settings.local.model_copy(update={"n_ctx": 2048})
     explicit = make_provider(
@@ -184,4 +191,42 @@ async def test_the_context_is_the_trained_length_unless_the_settings_set_it(
     )
     assert explicit.capabilities.context_tokens == 2048
     await explicit.load()  # type: ignore[attr-defined]
-    assert _models[gguf, 2048].llama.n_ctx() == 2048
+    assert _models[gguf, 2048, count][0].llama.n_ctx() == 2048
+
+
+async def test_two_instances_answer_two_calls_at_once_and_alike(
+    make_settings: MakeSettings,
+) -> None:
+    """With ``[local] instances = 2`` two calls run at the same time (both instances busy at
+    once: the held-out stage's parent and candidate), and greedy answers do not depend on
+    which instance served them."""
+    loaded = make_settings()
+    local = loaded.settings.local.model_copy(update={"instances": 2})
+    provider = make_provider(
+        "local:smollm2-135m",
+        loaded.model_copy(update={"settings": loaded.settings.model_copy(update={"local": local})}),
+        RetryPolicy(),
+    )
+    assert isinstance(provider, LocalProvider)
+    await provider.load()
+    gguf = assets.embedded_model(loaded.cache_dir)
+    pool = _models[gguf, 8192, 2]
+    assert len(pool) == 2 and pool[0].llama is not pool[1].llama
+    both_busy = False
+    replies: list[ChatResponse] = []
+
+    async def call() -> None:
+        replies.append(await _triangle(provider))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        tg.start_soon(call)
+        with anyio.fail_after(120):
+            while len(replies) < 2:
+                both_busy = both_busy or all(m.lock.locked() for m in pool)
+                await anyio.sleep(0.005)
+    assert both_busy
+    assert replies[0] == replies[1]
+    # And the same answer again, one call at a time (either instance).
+    assert await _triangle(provider) == replies[0]
+    await provider.aclose()
