@@ -70,6 +70,10 @@ class ProposerPolicy(ClosedModel):
     # "not chosen" at dev, with no held-out task run and no alpha spent. 1: the first
     # proposal that passes the static stage goes on alone.
     dev_pool: Annotated[int, Field(ge=1, le=8)] = 3
+    # Merge (GEPA): when two candidates of the live version each solve dev tasks the other
+    # does not, the next cycle's pool also gets one's change on top of the other's (no model
+    # call; the same stages as any candidate).
+    merge: bool = True
     # The tree a proposal builds on: "live" (the live version, always) or "thompson"
     # (Thompson sampling over the live version and its candidates by dev results only, so
     # a near-miss can be a stepping stone). Either way the held-out test compares the new

@@ -22,7 +22,9 @@ saw the held-out figures) never reach the proposer.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
+from dataclasses import dataclass
 
 from daemon.evaluation import results
 from daemon.evaluation.report import EvalReport, Split
@@ -181,3 +183,67 @@ def inert_constants(lineage: Lineage, parent: Version, base: int | None) -> set[
         if not isinstance(read, ParseFailure) and isinstance(read[0], SetConstant):
             found.add(read[0].target)
     return found
+
+
+@dataclass(frozen=True)
+class MergePair:
+    """Two candidates of the live version that each solve dev tasks the other does not (and
+    the live version does not): ``first``'s tree with ``second``'s change on top is worth a
+    try (GEPA's merge). ``wins``: the dev tasks either solves and the live version fails."""
+
+    first: int
+    second: int
+    wins: frozenset[str]
+
+
+MERGE_KEY = "merge"
+"""The key of a merge candidate's recorded reply, ``{"merge": [first, second]}``: the loop
+writes it (no model does), and reads it back to not merge one pair twice."""
+
+
+def merged_pair(raw: str) -> tuple[int, int] | None:
+    """The pair a candidate's recorded reply says it merged (None: not a merge)."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    pair = data.get(MERGE_KEY) if isinstance(data, dict) else None
+    if isinstance(pair, list) and len(pair) == 2 and all(isinstance(c, int) for c in pair):
+        return pair[0], pair[1]
+    return None
+
+
+def merge_pairs(
+    lineage: Lineage,
+    store: Store,
+    live: Version,
+    live_dev: EvalReport,
+    *,
+    considered: int = 200,
+) -> list[MergePair]:
+    """The pairs of the live version's candidates where each has a dev win over the live
+    version that the other lacks, not merged before; the most wins between them first
+    (blocking: call it in a worker thread). Dev evidence only, as for the choice of base
+    (:func:`search_nodes`)."""
+    _, devs = search_nodes(lineage, store, live, live_dev, considered=considered)
+    failed = {t.id for t in live_dev.tasks if not t.passed}
+    wins = {
+        cid: frozenset(t.id for t in dev.tasks if t.passed and t.id in failed)
+        for cid, dev in devs.items()
+    }
+    tried: set[frozenset[int]] = set()
+    for cand in lineage.candidates(parent=live, limit=considered):
+        pair = merged_pair(cand.raw)
+        if pair is not None:
+            tried.add(frozenset(pair))
+    found: list[MergePair] = []
+    ids = sorted(c for c in wins if wins[c])
+    for i, first in enumerate(ids):
+        for second in ids[i + 1 :]:
+            a, b = wins[first], wins[second]
+            if not (a - b) or not (b - a) or frozenset((first, second)) in tried:
+                continue
+            # The one with more wins is the base, the other's change goes on top.
+            base, top = (first, second) if len(a) >= len(b) else (second, first)
+            found.append(MergePair(base, top, a | b))
+    return sorted(found, key=lambda p: (-len(p.wins), p.first, p.second))

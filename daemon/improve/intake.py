@@ -29,7 +29,8 @@ from daemon.patches import (
     parse_proposal,
     static_check,
 )
-from daemon.patches.tree import diff_trees
+from daemon.patches.merge import MergeConflict, merge_trees
+from daemon.patches.tree import diff_trees, read_tree, render_git_diff
 from daemon.verdict import Stage, Verdict
 
 RATIONALE_LIMIT = 2000
@@ -181,6 +182,16 @@ def record_parsed(
             return _rejected(
                 lineage, new, f"undoes its base c{new.base_id}: no change to {parent.name}"
             )
+        if base is not None:
+            # What would be promoted is the whole change from the parent (a base's change
+            # and this edit, or a merge of two candidates): the limits hold for it, not only
+            # for the last edit.
+            try:
+                static_check(apply_git_diff(lineage.path(parent), whole, pending / "whole"), policy)
+            except PatchRejected as exc:
+                return _rejected(
+                    lineage, new, f"as a whole change from {parent.name}: {exc.reason}"
+                )
         refused = screen(result.dest_dir) if screen is not None else None
         if refused is not None:
             new = replace(new, duplicate_of=refused.duplicate_of)
@@ -223,3 +234,21 @@ def materialise_base(lineage: Lineage, candidate_id: int, scratch: Path) -> Path
     parent = lineage.get(cand.parent_version_id)
     dest = scratch / f"base-c{candidate_id}-{secrets.token_hex(4)}" / TREE
     return apply_git_diff(lineage.path(parent), cand.patch, dest).dest_dir
+
+
+def merge_candidates(
+    lineage: Lineage, parent: Version, first: int, second: int, scratch: Path
+) -> tuple[Path, str] | MergeConflict:
+    """Both candidates' changes to ``parent`` in one tree: ``first``'s tree (under
+    ``scratch``) and the diff that puts ``second``'s change on it, for :func:`record_parsed`
+    with ``Base(first, tree)``; a :class:`MergeConflict` when the two changed the same lines."""
+    first_tree = materialise_base(lineage, first, scratch)
+    first_files = read_tree(first_tree)
+    merged = merge_trees(
+        read_tree(lineage.path(parent)),
+        first_files,
+        read_tree(materialise_base(lineage, second, scratch)),
+    )
+    if isinstance(merged, MergeConflict):
+        return merged
+    return first_tree, render_git_diff(first_files, merged)

@@ -13,6 +13,7 @@ the event log each time it starts or stops waiting.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import secrets
@@ -54,6 +55,7 @@ from daemon.improve.tried import TriedPrograms
 from daemon.lineage import CandidateSource, CandidateState, Lineage, Version
 from daemon.patches import ParseFailure, PatchRejected, Proposal, parse_proposal
 from daemon.patches.identity import fingerprint
+from daemon.patches.merge import MergeConflict
 from daemon.patches.operations import Operation
 from daemon.patches.targets import (
     Targets,
@@ -497,8 +499,14 @@ class ImprovementLoop:
         policy = snapshot.policy.proposer
         passed: list[int] = []
         try:
+            if policy.merge:
+                merged = await self._merge(scratch, snapshot)
+                if merged is not None and merged.accepted_for_evaluation:
+                    passed.append(merged.candidate_id)
             ask = await self.prepare_proposal(scratch, snapshot)
             for sample in range(1, policy.samples + 1):
+                if len(passed) >= policy.dev_pool:
+                    break
                 self.control.set_activity(
                     f"asking {ask.model.ref} for a patch to {ask.base_name} "
                     f"(sample {sample} of {policy.samples}, {len(passed)} of "
@@ -509,8 +517,6 @@ class ImprovementLoop:
                     break  # the proposer's budget refused: go on with what passed
                 if sub.accepted_for_evaluation:
                     passed.append(sub.candidate_id)
-                if len(passed) >= policy.dev_pool:
-                    break
         except BaseException as exc:
             # An outage while sampling: the proposals that passed are evaluated as they are
             # (they are recorded; asking again would leave them behind untested).
@@ -522,6 +528,42 @@ class ImprovementLoop:
         if len(passed) <= 1:
             return passed[0] if passed else None
         return await self._select(passed, snapshot)
+
+    async def _merge(self, scratch: Path, snapshot: PolicySnapshot) -> intake.Submitted | None:
+        """GEPA's merge: two candidates of the live version whose dev wins complement each
+        other, both changes in one tree (a line-level three-way merge), recorded as a
+        candidate built on the one with more wins (None: no such pair merges cleanly, or
+        the live version has no dev report yet). No model call; the static stage holds the
+        whole change to the patch limits."""
+        policy = snapshot.policy
+        parent = await anyio.to_thread.run_sync(self.lineage.current)
+        dev = await self.pipeline.baseline(parent, Split.DEV, policy.models.primary, policy=policy)
+        pairs = await anyio.to_thread.run_sync(
+            lambda: briefing.merge_pairs(self.lineage, self.rt.store, parent, dev)
+        )
+        for pair in pairs:
+            built = await anyio.to_thread.run_sync(
+                intake.merge_candidates, self.lineage, parent, pair.first, pair.second, scratch
+            )
+            if isinstance(built, MergeConflict):
+                log.info("merge of c%d and c%d skipped: %s", pair.first, pair.second, built)
+                continue
+            tree, diff = built
+            self.control.set_activity(f"merging c{pair.second}'s change onto c{pair.first}")
+            return await self._record(
+                parent,
+                parse_proposal(diff),
+                json.dumps({briefing.MERGE_KEY: [pair.first, pair.second]}),
+                snapshot=snapshot,
+                source=CandidateSource.PROPOSER,
+                model=None,
+                rationale=(
+                    f"merge: c{pair.first} and c{pair.second} each solve dev tasks the other "
+                    f"does not ({len(pair.wins)} dev tasks {parent.name} fails, between them)"
+                ),
+                base=intake.Base(pair.first, tree),
+            )
+        return None
 
     async def _select(self, cids: list[int], snapshot: PolicySnapshot) -> int | None:
         """Dev-side selection: screen each of ``cids`` on the stages before the held-out

@@ -2,7 +2,8 @@
 
 Owns: the patch model (``model``), parsing proposals (``parse``: search/replace blocks and
 unified diffs), unified-diff reading (``diff``), applying edits in memory (``apply``),
-harness trees and rendering git diffs (``tree``), and the static stage (``static``).
+harness trees and rendering git diffs (``tree``), three-way merges of two trees (``merge``),
+and the static stage (``static``).
 Everything here is pure computation on files; harness code is compiled, never run.
 
 May import: ``daemon.errors``, ``daemon.config.policy`` (the patch limits), ``daemon.pyast``

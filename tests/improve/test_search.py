@@ -19,6 +19,8 @@ from daemon.improve.proposer import archive, edit_protocol
 from daemon.improve.proposer.search import Node, choose_base
 from daemon.improve.tried import TriedPrograms
 from daemon.lineage import CandidateSource, Lineage, NewCandidate, Version
+from daemon.patches import parse_proposal
+from daemon.patches.merge import MergeConflict
 from daemon.patches.targets import find_targets
 from daemon.patches.tree import diff_trees
 from daemon.report import page
@@ -215,3 +217,93 @@ def test_the_archive_names_the_base_and_a_capable_proposer_sees_whole_diffs(
     assert all(f"    {line}" in whole for line in patch.splitlines())
     assert "@@" not in compact and "@@" in whole
     assert "still failed: simple_python_2, simple_python_3" in whole
+
+
+def _merge(
+    lineage: Lineage, seed: Version, pair: briefing.MergePair, work: Path, policy: PatchPolicy
+) -> intake.Submitted:
+    """What the loop's merge records: both changes merged, built on the first's tree."""
+    built = intake.merge_candidates(lineage, seed, pair.first, pair.second, work / "scratch")
+    assert not isinstance(built, MergeConflict), built
+    first, diff = built
+    return intake.record_parsed(
+        lineage,
+        seed,
+        parse_proposal(diff),
+        json.dumps({briefing.MERGE_KEY: [pair.first, pair.second]}),
+        source=CandidateSource.PROPOSER,
+        proposer_model=None,
+        policy=policy,
+        work_dir=work / "work",
+        base=intake.Base(pair.first, first),
+    )
+
+
+def test_merge_pairs_candidates_whose_dev_wins_complement_each_other_once(
+    world: tuple[Store, Lineage, Version], tmp_path: Path
+) -> None:
+    store, lineage, seed = world
+    _report(store, "dev", [False, False, False, False], cid=None, vid=seed.id)
+    live_dev = briefing._latest_dev(store, seed.id, MODEL)
+    assert live_dev is not None
+    a = _propose(lineage, seed, tmp_path / "work", "MAX_STEPS", 8).candidate_id
+    b = _propose(lineage, seed, tmp_path / "work", "MAX_TOKENS", 128).candidate_id
+    c = _propose(lineage, seed, tmp_path / "work", "MAX_STEPS", 3).candidate_id
+    _report(store, "dev", [True, True, False, False], cid=a, vid=None)
+    _report(store, "dev", [False, False, True, False], cid=b, vid=None)
+    _report(store, "dev", [False, False, False, False], cid=c, vid=None)  # wins nothing
+    # The one with more wins is the tree, the other's change goes on top.
+    pairs = briefing.merge_pairs(lineage, store, seed, live_dev)
+    assert pairs == [briefing.MergePair(a, b, frozenset(DEV_IDS[:3]))]
+    pair = pairs[0]
+    merged = _merge(lineage, seed, pair, tmp_path / "m1", PatchPolicy())
+    assert merged.accepted_for_evaluation, merged.reason
+    cand = lineage.candidate(merged.candidate_id)
+    assert cand.base_candidate_id == a and cand.proposer_model is None
+    assert "+MAX_STEPS = 8" in cand.patch and "+MAX_TOKENS = 128" in cand.patch
+    assert briefing.merged_pair(cand.raw) == (a, b)
+    # Each pair is merged once, whatever the merge's own fate.
+    assert briefing.merge_pairs(lineage, store, seed, live_dev) == []
+
+
+def test_a_subset_of_wins_is_no_merge(
+    world: tuple[Store, Lineage, Version], tmp_path: Path
+) -> None:
+    store, lineage, seed = world
+    _report(store, "dev", [True, False, False, False], cid=None, vid=seed.id)
+    live_dev = briefing._latest_dev(store, seed.id, MODEL)
+    assert live_dev is not None
+    a = _propose(lineage, seed, tmp_path / "work", "MAX_STEPS", 8).candidate_id
+    b = _propose(lineage, seed, tmp_path / "work", "MAX_TOKENS", 128).candidate_id
+    _report(store, "dev", [True, True, True, False], cid=a, vid=None)
+    # b's only win beyond the live version (task 1) is one of a's; task 0 the live solves.
+    _report(store, "dev", [True, True, False, False], cid=b, vid=None)
+    assert briefing.merge_pairs(lineage, store, seed, live_dev) == []
+    assert briefing.merged_pair("not json") is None
+    assert briefing.merged_pair(json.dumps({"merge": [1, "2"]})) is None
+
+
+def test_a_merge_is_held_to_the_patch_limits_as_a_whole(
+    world: tuple[Store, Lineage, Version], tmp_path: Path
+) -> None:
+    """Each change alone fits the limit; on top of each other they do not, and what would be
+    promoted is the whole change."""
+    _, lineage, seed = world
+    small = PatchPolicy(max_changed_lines=3)
+    a = _propose(lineage, seed, tmp_path / "work", "MAX_STEPS", 8).candidate_id
+    b = _propose(lineage, seed, tmp_path / "work", "MAX_TOKENS", 128).candidate_id
+    pair = briefing.MergePair(a, b, frozenset({"t"}))
+    refused = _merge(lineage, seed, pair, tmp_path / "m", small)
+    assert not refused.accepted_for_evaluation
+    assert refused.reason.startswith("as a whole change from v0001:"), refused.reason
+    assert _merge(lineage, seed, pair, tmp_path / "m2", PatchPolicy()).accepted_for_evaluation
+
+
+def test_two_changes_to_one_line_are_no_merge(
+    world: tuple[Store, Lineage, Version], tmp_path: Path
+) -> None:
+    _, lineage, seed = world
+    a = _propose(lineage, seed, tmp_path / "work", "MAX_STEPS", 8).candidate_id
+    b = _propose(lineage, seed, tmp_path / "work", "MAX_STEPS", 2).candidate_id
+    clash = intake.merge_candidates(lineage, seed, a, b, tmp_path / "scratch")
+    assert clash == MergeConflict("harness.py", "both sides changed the same lines")

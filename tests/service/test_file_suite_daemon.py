@@ -56,6 +56,8 @@ primary = "scripted:{tmp_path / "solver.toml"}"
 panel = []
 [proposer]
 model = "scripted:{tmp_path / "proposer.toml"}"
+# The scripted proposer repeats one patch: one proposal per cycle (more are duplicates).
+dev_pool = 1
 [suite]
 name = "file:team/tasks.jsonl"
 dev_size = 2
