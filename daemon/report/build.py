@@ -97,6 +97,7 @@ def render(data: ReportData, candidate_id: int | None = None) -> tuple[str, Sequ
             ("sequential-detail", f"Held-out tasks of c{path.candidate_id}", _tasks_of(data, path))
         )
     sections += [
+        ("replications", "Replications of promotions", page.replications(data)),
         ("candidates", "Candidates", page.candidate_details(data)),
         ("history", "Live version history", page.history(data)),
     ]
