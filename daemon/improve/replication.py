@@ -331,8 +331,8 @@ class Replicator:
 
     async def run_pending(self) -> None:
         """Every pending replication, oldest first, under the policy in force now (read once
-        per replication); none while ``[replication] enabled`` is off or a daemon-wide token
-        window is spent (they wait)."""
+        per replication); none while ``[replication] enabled`` is off, a daemon-wide token
+        window is spent or a dependency is down (they wait)."""
         while True:
             policy = self.rt.policy.get()
             if not policy.replication.enabled:
@@ -340,7 +340,9 @@ class Replicator:
             spent = [
                 w for w in self.rt.guard.window_state().exhausted if w.scope in ("hour", "day")
             ]
-            if spent:
+            # Nor while a dependency is down: it would only fail again (and say so) until
+            # the health monitor sees it back.
+            if spent or self.rt.health.outages:
                 return
             todo = await anyio.to_thread.run_sync(waiting, self.rt.store)
             if not todo:

@@ -154,10 +154,11 @@ class _Runtime:
         self.guard = SimpleNamespace(window_state=lambda: SimpleNamespace(exhausted=[]))
         self.events: list[str] = []
         self.outages: list[Exception] = []
-        self.health = SimpleNamespace(report=self._report)
+        self.health = SimpleNamespace(report=self._report, outages={})
 
     async def _report(self, outage: Exception) -> None:
         self.outages.append(outage)
+        self.health.outages["engine"] = outage
 
     async def emit(self, kind: str, message: str, **data: Any) -> None:
         self.events.append(kind)
@@ -192,9 +193,32 @@ async def test_an_outage_leaves_it_pending_and_another_error_fails_it(
     assert row is not None and row.state == "pending" and "went away" in row.error
     assert rt.events == ["replication.started", "replication.pending"]
     assert rt.outages == [outage]
+    await replicator.run_pending()  # still down: it waits, without trying (or saying) again
+    assert rt.events == ["replication.started", "replication.pending"]
+    rt.health.outages.clear()
+    await replicator.run_pending()  # back: tried again
+    assert rt.events[2:] == ["replication.started", "replication.pending"]
 
     rt, replicator = _replicator(tmp_path / "b", monkeypatch, ValueError("broken"))
     await replicator.run_pending()
     row = replication.of(rt.store, 1)
     assert row is not None and row.state == "failed" and row.error == "ValueError: broken"
     assert rt.events == ["replication.started", "replication.failed"]
+
+
+def test_the_report_page_and_its_summary_show_the_replication(tmp_path: Path) -> None:
+    from daemon.report.build import build_report, write_report
+
+    store = Store(tmp_path / "state.db")
+    replication.schedule(store, 4, 2, 1, Figures(40, 20, 30, 12, 2, 25.0, 9.0, 38.0))
+    page = build_report(store)
+    assert "Replications of promotions" in page and "pending" in page
+    replication.mark_done(store, 4, Figures(60, 30, 39, 12, 3, 15.0, 3.1, 26.0))
+    page = build_report(store)
+    assert "+15.0 points [+3.1, +26.0] over 60 tasks" in page
+    assert "+25.0 points [+9.0, +38.0] over 40 tasks" in page
+    summary = write_report(store, tmp_path / "report.html")
+    assert summary.replications == [
+        "c4: replicated +15.0 points [+3.1, +26.0] over 60 tasks; "
+        "held-out test +25.0 points [+9.0, +38.0] over 40 tasks"
+    ]
