@@ -5,8 +5,8 @@ that writes and reads it (``events``: :mod:`daemon.events`; ``ledger``:
 :mod:`daemon.gateway.ledger`; ``versions``, ``pointer``: :mod:`daemon.lineage.versions`;
 ``candidates``: :mod:`daemon.lineage.candidates`; ``evaluations``:
 :mod:`daemon.evaluation.results`; ``requests``: :mod:`daemon.live.requests`;
-``heldout_budget``, ``heldout_tests``: :mod:`daemon.improve.alpha_ledger`). No other module
-writes SQL.
+``heldout_budget``, ``heldout_tests``: :mod:`daemon.improve.alpha_ledger`;
+``replications``: :mod:`daemon.improve.replication`). No other module writes SQL.
 
 The schema version is SQLite's ``user_version``. A database written by an older release is
 brought up to date on open by :data:`MIGRATIONS` and :data:`BACKFILLS` (each step
@@ -130,6 +130,29 @@ CREATE TABLE IF NOT EXISTS heldout_tests (
     decision TEXT,
     started REAL NOT NULL,
     finished REAL
+);
+CREATE TABLE IF NOT EXISTS replications (
+    candidate_id INTEGER PRIMARY KEY,
+    version_id INTEGER NOT NULL,
+    parent_version_id INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    created REAL NOT NULL,
+    task_ids TEXT NOT NULL DEFAULT '[]',
+    reused TEXT NOT NULL DEFAULT '[]',
+    remade INTEGER NOT NULL DEFAULT 0,
+    model TEXT,
+    n INTEGER,
+    parent_solved INTEGER,
+    candidate_solved INTEGER,
+    wins INTEGER,
+    losses INTEGER,
+    gain REAL,
+    low REAL,
+    high REAL,
+    test TEXT,
+    started REAL,
+    finished REAL,
+    error TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS requests (
     id INTEGER PRIMARY KEY,

@@ -27,6 +27,7 @@ SQL_OWNERS = {
     "daemon/lineage/candidates.py",
     "daemon/evaluation/results.py",
     "daemon/improve/alpha_ledger.py",
+    "daemon/improve/replication.py",
     "daemon/live/requests.py",
 }
 _SQL = re.compile(r"\b(SELECT|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|CREATE\s+TABLE)\b")

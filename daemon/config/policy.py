@@ -314,6 +314,15 @@ class LoopPolicy(ClosedModel):
     max_cycles: Annotated[int, Field(ge=0)] = 0
 
 
+class ReplicationPolicy(ClosedModel):
+    """After a promotion, the promoted version and its parent on fresh held-out copies: a
+    check of the held-out test, shown beside it, never a gate."""
+
+    enabled: bool = True
+    # Tasks each side runs (the replication costs twice this many sandbox runs).
+    tasks: Annotated[int, Field(ge=1, le=5000)] = 60
+
+
 class RetryPolicy(ClosedModel):
     max_retries: Annotated[int, Field(ge=0, le=20)] = 4
     timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 120.0
@@ -332,6 +341,7 @@ class Policy(ClosedModel):
     patch: PatchPolicy = PatchPolicy()
     pipeline: PipelinePolicy = PipelinePolicy()
     loop: LoopPolicy = LoopPolicy()
+    replication: ReplicationPolicy = ReplicationPolicy()
     retry: RetryPolicy = RetryPolicy()
 
     @model_validator(mode="after")

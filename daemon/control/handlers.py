@@ -33,6 +33,7 @@ from daemon.evaluation import results
 from daemon.evaluation.report import EvalReport
 from daemon.events import EventBus
 from daemon.gateway.budget import WindowState
+from daemon.improve import replication
 from daemon.improve.intake import Submitted, check_text
 from daemon.improve.loop import LoopControl
 from daemon.improve.power_report import power_table
@@ -138,6 +139,11 @@ def _awaiting_json(a: Awaiting) -> dict[str, Any]:
     }
 
 
+def _replication_json(r: replication.Replication | None) -> dict[str, Any] | None:
+    """A promotion's replication beside its test (None: none recorded)."""
+    return None if r is None else r.to_json() | {"line": replication.line(r)}
+
+
 def _score(r: EvalReport) -> dict[str, Any]:
     return {
         "model": r.model,
@@ -194,6 +200,8 @@ class ControlApi:
                 c.id
                 for c in reversed(self.d.lineage.candidates(state=CandidateState.AWAITING_REVIEW))
             ],
+            # The latest promotion's replication on fresh tasks (a check, never a gate).
+            "replication": _replication_json(replication.latest(self.d.store)),
             "live": {
                 "version": version.name,
                 "since": since,
@@ -331,6 +339,7 @@ class ControlApi:
                 "raw": c.raw if not c.patch else None,
                 "verdict": c.verdict.model_dump() if c.verdict else None,
                 "reports": self._reports(candidate_id=c.id),
+                "replication": _replication_json(replication.of(self.d.store, c.id)),
             } | _decision_json(c)
         v = self.d.lineage.get(ref)
         cand = self.d.lineage.candidate(v.candidate_id) if v.candidate_id else None
@@ -343,6 +352,7 @@ class ControlApi:
                 "patch": cand.patch if cand else None,
                 "verdict": cand.verdict.model_dump() if cand and cand.verdict else None,
                 "reports": self._reports(version_id=v.id),
+                "replication": _replication_json(replication.of_version(self.d.store, v.id)),
             }
             | (_decision_json(cand) if cand else {})
         )

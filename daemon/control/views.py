@@ -111,6 +111,9 @@ def status(r: dict[str, Any], c: Console) -> None:
             f"({o['probes']} probe(s), next at {_when(o['next_probe_at'])}): "
             f"{_escape(o['error'])}\n  fix: {_escape(o['fix'])}"
         )
+    rep = r.get("replication")
+    if rep:
+        c.print(f"last promotion (c{rep['candidate_id']}): {_escape(rep['line'])}")
     activity = r.get("activity")
     c.print(f"activity: {_escape(activity or 'idle')}")
     if r.get("evaluating") is not None:
@@ -227,6 +230,10 @@ def show(r: dict[str, Any], c: Console) -> None:
             f"decision: [bold]{_escape(str(verdict.get('decision')))}[/] "
             f"{_escape(verdict.get('reason', ''))}"
         )
+    rep = r.get("replication")
+    if rep:
+        # Beside the verdict, not part of it: a check of the test on fresh tasks.
+        c.print(f"[bold]replication:[/] {_escape(rep['line'])}")
     if r.get("patch"):
         c.print(_code(r["patch"], "diff"))
 

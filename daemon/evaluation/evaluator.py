@@ -279,6 +279,7 @@ async def evaluate(
     policy: Policy,
     order: TaskOrder | None = None,
     fixed: frozenset[str] | None = None,
+    suite: Suite | None = None,
 ) -> EvalReport:
     """Evaluate ``subject`` on ``task_ids``; stored in SQLite and returned.
 
@@ -295,9 +296,11 @@ async def evaluate(
     fixed block (the lines every task's first request carried, from its dev run:
     ``EvalReport.fixed_lines``); None: found over this run's own tasks, and its solves judged
     again with it at the end (a run that ``stop_when`` reads as it goes needs one given, or
-    its solves are judged without one).
+    its solves are judged without one). ``suite``: the tasks themselves, made by the caller
+    (a replication's fresh copies); by default ``suite_spec``'s or the policy's.
     """
-    suite = await rt.load_suite(suite_spec, policy=policy)
+    if suite is None:
+        suite = await rt.load_suite(suite_spec, policy=policy)
     run_id = f"ev-{uuid.uuid4().hex[:12]}"
     total = len(task_ids)
     started = time.time()

@@ -30,6 +30,9 @@ class Split(StrEnum):
     DECOY = "decoy"  # held-out wins again, each with another task's question
     MATCHED = "matched"  # the parent's held-out tasks again (compute-matched votes)
     ALL = "all"  # every task of a suite (``harnessd eval --split all``)
+    # A promotion replicated on fresh held-out copies (:mod:`daemon.improve.replication`):
+    # held-out evidence, never shown to the proposer, never a gate.
+    REPLICATION = "replication"
 
 
 class TaskResult(BaseModel):

@@ -51,6 +51,7 @@ from daemon.improve.proposer.prompt import (
     tokens_of,
 )
 from daemon.improve.proposer.search import choose_base
+from daemon.improve.replication import Replicator
 from daemon.improve.tried import TriedPrograms
 from daemon.lineage import CandidateSource, CandidateState, Lineage, Version
 from daemon.patches import ParseFailure, PatchRejected, Proposal, parse_proposal
@@ -174,6 +175,9 @@ class ImprovementLoop:
         self.lineage = lineage
         self.control = control
         self.pipeline = Pipeline(rt, lineage, control.set_activity)
+        self.replications = Replicator(
+            rt, lineage, self.pipeline.version_subject, control.set_activity
+        )
         self.tried = TriedPrograms(lineage)
         # The loop's own candidates chosen by dev-side selection and not yet evaluated
         # further: each continues from its dev results (and holds its tree) until it runs.
@@ -254,6 +258,9 @@ class ImprovementLoop:
         await self.start_up()
         waiting_for: Waiting | None = None
         while True:
+            if not self.control.paused:
+                # A promotion's replication first, before the next proposal (issue 36).
+                await self.replications.run_pending()
             external = bool(self.control.queue)
             waiting = await anyio.to_thread.run_sync(self._why_waiting, external)
             if waiting is not None:

@@ -46,7 +46,7 @@ from daemon.evaluation.health import interruption
 from daemon.evaluation.pairing import TaskOrder
 from daemon.evaluation.report import EvalReport, Split, TaskResult
 from daemon.evaluation.runtime import PolicySnapshot, Runtime
-from daemon.improve import alpha_ledger, intake
+from daemon.improve import alpha_ledger, intake, replication
 from daemon.improve.gates import (
     acceptance_gates,
     dead_code_gate,
@@ -391,6 +391,10 @@ class Pipeline:
             gates=verdict.deciding(),
             decided_by=by.value,
             **self._timing(cid),
+        )
+        # A check of the test on fresh tasks (never a gate): the loop runs it next cycle.
+        await anyio.to_thread.run_sync(
+            replication.after_promotion, self.rt.store, cid, version, self.rt.policy.get()
         )
         return version
 

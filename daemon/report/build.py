@@ -18,6 +18,7 @@ except ImportError:
     extras.require("report", "the lineage report (harnessd report, harnessctl report)")
     raise  # installed, yet it does not import: matplotlib's own error says why
 from daemon.evaluation.report import Split
+from daemon.improve.replication import line as replication_line
 from daemon.lineage import CandidateState
 from daemon.report.data import ReportData, gather
 from daemon.report.figures import points
@@ -97,6 +98,7 @@ def render(data: ReportData, candidate_id: int | None = None) -> tuple[str, Sequ
             ("sequential-detail", f"Held-out tasks of c{path.candidate_id}", _tasks_of(data, path))
         )
     sections += [
+        ("replications", "Replications of promotions", page.replications(data)),
         ("candidates", "Candidates", page.candidate_details(data)),
         ("history", "Live version history", page.history(data)),
     ]
@@ -126,4 +128,7 @@ def write_report(store: Store, out: Path, candidate_id: int | None = None) -> Re
         candidates=len(data.candidates),
         plots=list(PLOTS),
         sequential_candidate=path.candidate_id if path else None,
+        replications=[
+            f"c{r.candidate_id}: {replication_line(r)}" for r in data.replications.values()
+        ],
     )

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from daemon.evaluation import results
 from daemon.evaluation.results import FinishedRun
 from daemon.gateway import ledger
-from daemon.improve import alpha_ledger
+from daemon.improve import alpha_ledger, replication
+from daemon.improve.replication import Replication
 from daemon.lineage import candidates, versions
 from daemon.lineage.records import Candidate, PointerChange, TreeEntry, Version, build_tree
 from daemon.store import Store
@@ -39,6 +40,8 @@ class ReportData:
     # Each held-out test's alpha, by candidate: the alpha ledger's share, at which the test's
     # decision was reached (its ``Decision.alpha``).
     heldout_alpha: dict[int, float] = field(default_factory=dict)
+    # Each promotion's replication on fresh tasks, by candidate (a check, never a gate).
+    replications: dict[int, Replication] = field(default_factory=dict)
 
     def version(self, version_id: int) -> Version | None:
         return next((v for v in self.versions if v.id == version_id), None)
@@ -76,4 +79,5 @@ def gather(store: Store) -> ReportData:
         runs=results.finished_runs(store),
         spend=_spend(store),
         heldout_alpha={t.candidate_id: t.alpha for t in alpha_ledger.tests(store)},
+        replications={r.candidate_id: r for r in replication.every(store)},
     )

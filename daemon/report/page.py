@@ -13,6 +13,7 @@ import datetime as dt
 import html
 from collections.abc import Iterable
 
+from daemon.improve.replication import line as replication_line
 from daemon.lineage.records import FINAL_STATES, Candidate, CandidateState, Decider, TreeEntry
 from daemon.report.data import ReportData
 from daemon.report.figures import Point
@@ -202,6 +203,9 @@ def candidate_details(data: ReportData) -> str:
         ]
         if c.verdict is not None:
             body.append(f"<p>{esc(c.verdict.reason)}</p>{_gates(c.verdict)}")
+        rep = data.replications.get(c.id)
+        if rep is not None:
+            body.append(f"<p class='replication'>{esc(replication_line(rep))}</p>")
         text, label = (c.patch, "Patch") if c.patch else (c.raw, "Proposer's reply")
         body.append(f"<h4>{label}</h4><pre class='patch'>{esc(_clip(text))}</pre>")
         out.append(
@@ -209,6 +213,31 @@ def candidate_details(data: ReportData) -> str:
             f"{esc(c.state)} ({esc(_verdict_line(c.verdict))})</summary>{''.join(body)}</details>"
         )
     return "\n".join(out) or "<p>No candidate yet.</p>"
+
+
+def replications(data: ReportData) -> str:
+    """Each promotion's held-out gain beside its replication on fresh tasks."""
+    rows = []
+    for r in reversed(list(data.replications.values())):
+        version = data.version(r.version_id)
+        parent = data.version(r.parent_version_id)
+        test, result = r.test, r.result
+        rows.append(
+            f"<tr><td>c{r.candidate_id}</td><td>{esc(parent.name if parent else '-')} &rarr; "
+            f"{esc(version.name if version else '-')}</td>"
+            f"<td>{esc(test.text() if test else '-')}</td>"
+            f"<td>{esc(result.text() if result else r.state)}</td>"
+            f"<td>{esc(r.error or '')}</td></tr>"
+        )
+    if not rows:
+        return "<p>No promotion replicated yet.</p>"
+    return (
+        "<p>After each promotion, the promoted version and its parent on a fresh draw of "
+        "held-out copies (another seed, tasks the test did not run): gain in points with "
+        "Newcombe's paired 95% interval. A check of the test; it changes no verdict.</p>"
+        "<table><tr><th>candidate</th><th>versions</th><th>held-out test</th>"
+        "<th>replication</th><th>note</th></tr>" + "".join(rows) + "</table>"
+    )
 
 
 def history(data: ReportData) -> str:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from daemon.errors import ConfigError
 
@@ -16,6 +16,8 @@ class ReportSummary:
     candidates: int
     plots: list[str]
     sequential_candidate: int | None
+    # Each promotion's replication beside its test, one line per candidate (``cN: ...``).
+    replications: list[str] = field(default_factory=list)
 
 
 def candidate_arg(ref: str | None) -> int | None:

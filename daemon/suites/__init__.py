@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 
 from daemon.config.policy import Policy, SuitePolicy
@@ -52,9 +54,23 @@ from daemon.suites.mixed import HELDOUT as HELDOUT_PREFIX
 from daemon.suites.mixed import MixedSuite, check_distinct
 from daemon.suites.splits import Splits, split
 
+
+@dataclass(frozen=True)
+class ReplicationDraw:
+    """The tasks a replication runs: ``suite`` (the held-out pool remade from another seed
+    when ``remade``), ``task_ids`` to run, and which of them the test had used (``reused``:
+    only when too few unused ones remained, and only as new copies)."""
+
+    suite: Suite
+    task_ids: list[str]
+    remade: bool
+    reused: list[str]
+
+
 __all__ = [
     "CheckResult",
     "CodeChecker",
+    "ReplicationDraw",
     "Splits",
     "Suite",
     "UnknownTask",
@@ -67,6 +83,7 @@ __all__ = [
     "parse_spec",
     "policy_splits",
     "policy_suite",
+    "replication_suite",
     "split",
     "watched_paths",
 ]
@@ -237,6 +254,38 @@ def evaluated_suite(p: SuitePolicy, cache_dir: Path, seed: str) -> Suite:
     # parent's and the candidate's alike) sees and is judged on.
     pool = policy_splits(p, cache_dir, seed)
     return heldout_copies(suite, pool, f"counterfactual\0{seed}", p.generated_share)
+
+
+def replication_suite(
+    p: SuitePolicy, cache_dir: Path, seed: str, label: str, used: Collection[str], size: int
+) -> ReplicationDraw:
+    """A fresh draw of ``size`` held-out tasks for a replication (``label``: which, e.g.
+    ``replication:c12``): the held-out pool remade as counterfactual copies (and generated
+    tasks, at ``p.generated_share``) from a seed of its own, derived from ``seed`` (the
+    policy's ``split_seed`` or the installation's secret) and ``label``, so none is a task the
+    held-out test saw. Ids the test ``used`` are left out while enough others remain; if too
+    few do, used ids fill the draw, as new copies (``reused`` names them). A suite that
+    cannot be remade (your own tasks, the tool suites) gives its unused held-out tasks only.
+    Blocking like :func:`load_suite`."""
+    suite = policy_suite(p, cache_dir)
+    pool = policy_splits(p, cache_dir, seed)
+    held = suite.heldout if isinstance(suite, MixedSuite) else suite
+    fresh = f"{label}\0{seed}"
+    remade = p.counterfactual and isinstance(held, BfclSuite | HumanEvalSuite)
+    made = (
+        heldout_copies(suite, pool, f"counterfactual\0{fresh}", p.generated_share)
+        if remade
+        else evaluated_suite(p, cache_dir, seed)
+    )
+    # Which ids, in an order as secret as the copies (a hash of the fresh seed), so the draw
+    # is no prefix of the pool's own order, which the held-out blocks follow.
+    ranked = sorted(pool.heldout, key=lambda t: hashlib.sha256(f"{fresh}\0{t}".encode()).digest())
+    seen = set(used)
+    chosen = [t for t in ranked if t not in seen][:size]
+    reused: list[str] = []
+    if remade and len(chosen) < size:
+        reused = [t for t in ranked if t in seen][: size - len(chosen)]
+    return ReplicationDraw(made, chosen + reused, remade, reused)
 
 
 def generated_ids(suite: Suite) -> frozenset[str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.config.policy import SuitePolicy
-from daemon.suites import evaluated_suite
+from daemon.suites import Suite, evaluated_suite
 from daemon.suites.splits import split
 
 SUITE = "bfcl:simple"
@@ -57,22 +57,30 @@ def solver_script(cache_dir: Path, modes: dict[str, set[int]], heldout: int = HE
     splits = split(suite.task_ids(), seed=SEED, dev_size=DEV, heldout_size=heldout)
     lines = ['mode = "rules"', ""]
     for ids in (splits.dev, splits.heldout):
-        for pos, task_id in enumerate(ids):
-            tokens = [t for t, positions in modes.items() if pos in positions]
-            if not tokens:
-                continue
-            question = _question(suite.task(task_id).prompt)
-            calls = suite.reference_output(task_id)
-            lines += [
-                "[[rules]]",
-                f"match = {json.dumps('^' + re.escape(question) + '$')}",
-                f"system = {json.dumps('MODE:(' + '|'.join(tokens) + ')$')}",
-                "tool_calls = "
-                + toml_value([{"name": c["name"], "arguments": c["arguments"]} for c in calls]),
-                "",
-            ]
+        lines += mode_rules(suite, ids, modes)
     lines += ["[[rules]]", 'content = "I do not know."', ""]
     return "\n".join(lines)
+
+
+def mode_rules(suite: Suite, ids: list[str], modes: dict[str, set[int]]) -> list[str]:
+    """The rules answering ``suite``'s tasks ``ids`` right under the mode tokens whose
+    positions (in ``ids``) include theirs."""
+    lines: list[str] = []
+    for pos, task_id in enumerate(ids):
+        tokens = [t for t, positions in modes.items() if pos in positions]
+        if not tokens:
+            continue
+        question = _question(suite.task(task_id).prompt)
+        calls = suite.reference_output(task_id)
+        lines += [
+            "[[rules]]",
+            f"match = {json.dumps('^' + re.escape(question) + '$')}",
+            f"system = {json.dumps('MODE:(' + '|'.join(tokens) + ')$')}",
+            "tool_calls = "
+            + toml_value([{"name": c["name"], "arguments": c["arguments"]} for c in calls]),
+            "",
+        ]
+    return lines
 
 
 def positions(n: int, keep: Any) -> set[int]:
