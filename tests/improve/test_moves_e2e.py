@@ -23,15 +23,12 @@ from typing import Any
 import anyio
 import pytest
 
-from daemon.config.policy import SuitePolicy
 from daemon.improve import briefing, loop
 from daemon.improve.loop import ImprovementLoop, LoopControl
 from daemon.improve.proposer import moves
 from daemon.lineage import Lineage
-from daemon.suites import evaluated_suite
-from daemon.suites.splits import split
 from tests.improve.pipeline_world import SEED
-from tests.improve.scripted_world import toml_value
+from tests.improve.scripted_world import evaluated, toml_value
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -48,10 +45,8 @@ def _question(suite: Any, task_id: str) -> str:
 def _world(cache: Path, tmp: Path, helps: str | None) -> tuple[Path, Path]:
     """The solver's and the proposer's scripts (``helps``: the system text that makes the
     odd positions right; None: nothing does)."""
-    p = SuitePolicy(name=SUITE, dev_size=DEV, heldout_size=HELDOUT, split_seed=SPLIT_SEED)
     # The tasks as the daemon evaluates them: held-out ones are counterfactual copies.
-    suite = evaluated_suite(p, cache, SPLIT_SEED)
-    splits = split(suite.task_ids(), seed=SPLIT_SEED, dev_size=DEV, heldout_size=HELDOUT)
+    suite, splits = evaluated(cache, SUITE, SPLIT_SEED, DEV, HELDOUT)
     lines = ['mode = "rules"', ""]
     for ids in (splits.dev, splits.heldout):
         for pos, task_id in enumerate(ids):
