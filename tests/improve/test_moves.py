@@ -22,6 +22,7 @@ from daemon.improve.proposer.moves import Demo, Offer, Record, Trial
 from daemon.improve.proposer.prompt import build_prompt
 from daemon.patches import ParseFailure, PatchRejected, Proposal, apply_proposal
 from daemon.patches.targets import find_targets
+from daemon.providers.local_grammar import MAX_REPEAT, bounded
 from daemon.suites import evaluated_suite
 from daemon.suites.splits import split
 
@@ -247,3 +248,11 @@ def test_the_moves_schemas_are_ones_llama_cpp_turns_into_grammars() -> None:
     for move in ("instruction", "demonstrate"):
         schema = edit_protocol.reply_schema(TARGETS, _offer(move))
         assert "root ::=" in json_schema_to_gbnf(json.dumps(schema))
+
+
+def test_the_instruction_bound_survives_the_local_grammar() -> None:
+    """Above the local grammar's bound on repetitions a maxLength is dropped, and the
+    embedded model then writes until max_tokens cuts its reply into no JSON."""
+    assert moves.INSTRUCTION_CHARS <= MAX_REPEAT
+    schema = edit_protocol.reply_schema(TARGETS, _offer("instruction"))
+    assert bounded(schema) == schema

@@ -40,7 +40,10 @@ MOVES: tuple[Move, ...] = ("edit", "instruction", "demonstrate")
 EXAMPLES_HEADER = "Worked examples:"
 MAX_DEMOS = 4
 # A new instruction text, at most (the examples block is not counted: the daemon writes it).
-INSTRUCTION_CHARS = 400
+# Under the local grammar's bound on repetitions (256), above which llama.cpp's grammar drops
+# the limit and a small model writes on until max_tokens cuts its reply into no JSON; and
+# under the static stage's longest-encoded-run screen, like the edit protocol's texts.
+INSTRUCTION_CHARS = 240
 # How much of a question or answer one example carries: enough to show the answer's shape
 # without letting four examples crowd the solver model's context.
 DEMO_QUESTION_CHARS = 300
