@@ -17,7 +17,7 @@ from daemon.improve.proposer import edit_protocol, moves
 from daemon.improve.proposer.prompt import FailedTask, build_prompt, proposal_request
 from daemon.patches import ParseFailure, PatchRejected, Proposal, apply_proposal, static_check
 from daemon.patches.targets import find_targets
-from daemon.providers import make_provider
+from daemon.providers import Provider, make_provider
 from daemon.providers.base import Message
 
 pytestmark = [pytest.mark.anyio, pytest.mark.model, pytest.mark.slow]
@@ -51,17 +51,21 @@ def _dev() -> tuple[list[FailedTask], object]:
     return [FailedTask(tasks[0], ask, expected)], dev
 
 
-@pytest.mark.timeout(1200)  # two proposals on a busy 2-core machine
-async def test_embedded_proposals_are_patches_that_apply(
-    tmp_path: Path, asset_cache: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.WARNING)
+def _embedded(tmp_path: Path, asset_cache: Path) -> Provider:
     settings = LoadedSettings(
         settings=Settings(state_dir=tmp_path / "state", cache_dir=asset_cache),
         config_path=None,
         base_dir=tmp_path,
     )
-    provider = make_provider("local:smollm2-135m", settings, RetryPolicy())
+    return make_provider("local:smollm2-135m", settings, RetryPolicy())
+
+
+@pytest.mark.timeout(1200)  # two proposals on a busy 2-core machine
+async def test_embedded_proposals_are_patches_that_apply(
+    tmp_path: Path, asset_cache: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    provider = _embedded(tmp_path, asset_cache)
     sources = {"harness.py": (SEED_DIR / "harness.py").read_text()}
     targets = find_targets(sources)
     failures, dev = _dev()
@@ -103,12 +107,7 @@ async def test_embedded_moves_are_patches_that_apply(
     reply names only the offered solved task), and the daemon's patch passes the static
     stage."""
     caplog.set_level(logging.WARNING)
-    settings = LoadedSettings(
-        settings=Settings(state_dir=tmp_path / "state", cache_dir=asset_cache),
-        config_path=None,
-        base_dir=tmp_path,
-    )
-    provider = make_provider("local:smollm2-135m", settings, RetryPolicy())
+    provider = _embedded(tmp_path, asset_cache)
     sources = {"harness.py": (SEED_DIR / "harness.py").read_text()}
     targets = find_targets(sources)
     failures, dev = _dev()
