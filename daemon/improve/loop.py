@@ -550,8 +550,9 @@ class ImprovementLoop:
                 # change stage would stop it (and the dead-code gate reject what it adds):
                 # offer only the targets the base's dev run reached.
                 targets = reached_targets(targets, sources, dev.coverage.executed)
-            # The moves' prompt text: one dev reached, before the edit move's filter of
-            # constants whose values left dev unchanged (a new text is not a tried value).
+            # The moves' prompt text is one the dev run reached, taken before the edit move's
+            # filter of constants whose values left dev unchanged (a new text is not a value
+            # tried before).
             reached = targets
             if policy.pipeline.require_dev_change:
                 # Nor a constant that another value of already left dev unchanged.

@@ -152,6 +152,10 @@ async def test_a_move_is_promoted_where_its_evidence_helps_and_only_there(
     if move == "demonstrate":
         assert f"+INSTRUCTIONS = {json.dumps(moves.EXAMPLES_HEADER)[:-1]}" in cand.patch
         assert all(_question(suite, t) in sent[0] for t in splits.dev[::2])
+        # Each example's answer is the call the verifier accepted for that dev task.
+        for t in splits.dev[::2]:
+            call = suite.reference_output(t)[0]
+            assert json.dumps({"name": call["name"]})[1:-1] in cand.patch.replace('\\"', '"')
     else:
         assert f"+INSTRUCTIONS = {json.dumps(INSTRUCTION)}" in cand.patch
     if helps:
