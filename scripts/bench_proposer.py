@@ -95,7 +95,7 @@ def _stages(
     parsed: Proposal | ParseFailure | PatchRejected = (
         parse_proposal(raw)
         if ask.targets is None
-        else edit_protocol.to_proposal(raw, ask.sources, ask.targets)
+        else edit_protocol.to_proposal(raw, ask.sources, ask.targets, ask.offer)
     )
     if isinstance(parsed, ParseFailure):
         return False, False, False

@@ -49,6 +49,20 @@ class ModelsPolicy(ClosedModel):
         return seen
 
 
+ProposerMove = Literal["edit", "instruction", "demonstrate"]
+ALL_MOVES: tuple[ProposerMove, ...] = ("edit", "instruction", "demonstrate")
+
+
+def check_moves(value: list[ProposerMove]) -> list[ProposerMove]:
+    if not value:
+        raise ValueError(
+            "[proposer] moves is empty: list at least one of 'edit', 'instruction', 'demonstrate'"
+        )
+    if len(set(value)) != len(value):
+        raise ValueError(f"[proposer] moves lists a move twice: {value}")
+    return value
+
+
 class ProposerPolicy(ClosedModel):
     model: ModelRef = "local:smollm2-135m"
     max_tokens: Annotated[int, Field(gt=0, le=32768)] = 768
@@ -83,6 +97,12 @@ class ProposerPolicy(ClosedModel):
     # the archive with each earlier candidate's diff and dev results, within about this
     # many tokens (the operations protocol keeps its compact prompt and archive_tokens).
     context_tokens: Annotated[int, Field(ge=0, le=200_000)] = 12_000
+    # The operations protocol's moves a cycle may ask for (docs/proposer.md, "Moves"): each
+    # cycle draws one by Thompson sampling over their dev records; one that cannot be made
+    # (no prompt text constant; no solved dev task) is not drawn.
+    moves: Annotated[list[ProposerMove], AfterValidator(check_moves)] = Field(
+        default_factory=lambda: list(ALL_MOVES)
+    )
 
 
 _BUILTIN_SUITE_RE = re.compile(SUITE_PATTERN)

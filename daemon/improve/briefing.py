@@ -29,13 +29,14 @@ from dataclasses import dataclass
 from daemon.evaluation import results
 from daemon.evaluation.report import EvalReport, Split
 from daemon.improve.pipeline import FROM_HELDOUT
-from daemon.improve.proposer import edit_protocol
+from daemon.improve.proposer import edit_protocol, moves
 from daemon.improve.proposer.archive import ArchiveEntry
 from daemon.improve.proposer.search import Node
-from daemon.lineage import Candidate, CandidateState, Lineage, Version
+from daemon.lineage import Candidate, CandidateSource, CandidateState, Lineage, Version
 from daemon.patches import ParseFailure
 from daemon.patches.operations import SetConstant
 from daemon.store import Store
+from daemon.suites.base import Suite
 from daemon.verdict import Gate
 
 
@@ -183,6 +184,99 @@ def inert_constants(lineage: Lineage, parent: Version, base: int | None) -> set[
         if not isinstance(read, ParseFailure) and isinstance(read[0], SetConstant):
             found.add(read[0].target)
     return found
+
+
+def demonstrations(dev: EvalReport, suite: Suite) -> list[moves.Demo]:
+    """The dev tasks the base solved (the verifier passed them), each with its question and
+    the output the verifier accepted: all the demonstrate move may offer. Only a dev-split
+    report is taken, so no held-out task id, question or answer can reach the proposer."""
+    if dev.split != Split.DEV:
+        raise ValueError("worked examples come from dev-split reports only")
+    demos = []
+    for t in dev.tasks:
+        if not t.passed or t.error:
+            continue
+        prompt = suite.task(t.id).prompt
+        question = " / ".join(m.content or "" for m in prompt if m.role == "user")
+        demos.append(moves.Demo(t.id, question, t.output))
+    return demos
+
+
+def move_of(raw: str) -> moves.Move | None:
+    """The move a candidate's raw reply made (None: not an operations-protocol reply)."""
+    read = edit_protocol.read_reply(raw)
+    return None if isinstance(read, ParseFailure) else edit_protocol.move_of(read[0])
+
+
+def move_records(
+    lineage: Lineage, store: Store, *, model: str, considered: int = 200
+) -> dict[moves.Move, moves.Record]:
+    """Each move's record over the ``considered`` latest proposer candidates (blocking: call
+    it in a worker thread). The move is read from the candidate's raw reply; a win is a
+    candidate whose dev accuracy beat its base's (the earlier candidate it was built on, or
+    its parent version) on the same tasks with ``model``; every other candidate of the move
+    is a loss (refused, stopped before dev, or no better). Dev evidence only."""
+    cands = [
+        (c, move)
+        for c in lineage.candidates(limit=considered)
+        if c.source == CandidateSource.PROPOSER and (move := move_of(c.raw)) is not None
+    ]
+    bases = {c.base_candidate_id for c, _ in cands if c.base_candidate_id is not None}
+    reports = results.proposer_reports(store, sorted({c.id for c, _ in cands} | bases))
+    parents: dict[int, EvalReport | None] = {}
+    wins: dict[moves.Move, int] = {}
+    losses: dict[moves.Move, int] = {}
+    for cand, move in cands:
+        dev = reports.get(cand.id, {}).get(Split.DEV)
+        if cand.base_candidate_id is not None:
+            base = reports.get(cand.base_candidate_id, {}).get(Split.DEV)
+        else:
+            pid = cand.parent_version_id
+            if pid not in parents:
+                parents[pid] = _latest_dev(store, pid, model)
+            base = parents[pid]
+        won = (
+            dev is not None
+            and base is not None
+            and dev.model == base.model == model
+            and sorted(t.id for t in dev.tasks) == sorted(t.id for t in base.tasks)
+            and dev.accuracy > base.accuracy
+        )
+        tally = wins if won else losses
+        tally[move] = tally.get(move, 0) + 1
+    return {m: moves.Record(wins.get(m, 0), losses.get(m, 0)) for m in moves.MOVES}
+
+
+def instruction_history(
+    lineage: Lineage,
+    store: Store,
+    live: Version,
+    live_dev: EvalReport,
+    *,
+    heldout_ids: Collection[int],
+    considered: int = 200,
+) -> list[moves.Trial]:
+    """The live version's earlier instruction candidates with their dev results on the
+    tasks and model of ``live_dev`` (blocking: call it in a worker thread). Their outcome is
+    :func:`outcome`'s: of one that reached held-out, only "promoted" or "not promoted"."""
+    wanted = sorted(t.id for t in live_dev.tasks)
+    found: list[tuple[Candidate, str]] = []
+    for cand in lineage.candidates(parent=live, limit=considered):
+        if cand.state == CandidateState.AWAITING_REVIEW:
+            continue  # left out until decided, as in the archive
+        read = edit_protocol.read_reply(cand.raw)
+        if not isinstance(read, ParseFailure) and isinstance(read[0], edit_protocol.Instruction):
+            found.append((cand, read[0].text))
+    reports = results.proposer_reports(store, [c.id for c, _ in found])
+    trials = []
+    for cand, text in found:
+        dev = reports.get(cand.id, {}).get(Split.DEV)
+        if dev is None or dev.model != live_dev.model or sorted(t.id for t in dev.tasks) != wanted:
+            continue
+        reached = reached_heldout(cand, heldout_ids)
+        solved = sum(t.passed for t in dev.tasks)
+        trials.append(moves.Trial(cand.id, text, solved, dev.n, outcome(cand, reached)))
+    return trials
 
 
 @dataclass(frozen=True)

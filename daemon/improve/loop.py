@@ -33,7 +33,7 @@ from daemon.errors import BudgetExceeded, ProviderError, SandboxError, Unavailab
 from daemon.evaluation import results
 from daemon.evaluation.coverage import read_sources
 from daemon.evaluation.health import describe
-from daemon.evaluation.report import Split
+from daemon.evaluation.report import EvalReport, Split
 from daemon.evaluation.runtime import PolicySnapshot, Runtime
 from daemon.gateway import ledger
 from daemon.gateway.ledger import Charge
@@ -42,7 +42,7 @@ from daemon.improve import alpha_ledger, briefing, intake
 from daemon.improve.pipeline import Pipeline, Screened, best_screened
 from daemon.improve.power_report import current_row, next_candidate_line
 from daemon.improve.procedure import wanted_settings
-from daemon.improve.proposer import archive, edit_protocol
+from daemon.improve.proposer import archive, edit_protocol, moves
 from daemon.improve.proposer.prompt import (
     FailedTask,
     build_prompt,
@@ -65,6 +65,7 @@ from daemon.patches.targets import (
     without_constants,
 )
 from daemon.providers.base import Capabilities, ChatRequest, Message
+from daemon.suites.base import Suite
 from daemon.verdict import Stage, Verdict
 
 log = logging.getLogger("harnessd.loop")
@@ -163,6 +164,8 @@ class Ask:
     targets: Targets | None  # the edit-operation protocol's; None: free text
     # The earlier candidate of ``parent`` the proposal builds on (None: ``parent`` itself).
     base: intake.Base | None = None
+    # The operations protocol's move asked for, with what it may use (an edit by default).
+    offer: moves.Offer = field(default_factory=moves.Offer)
 
     @property
     def base_name(self) -> str:
@@ -655,6 +658,11 @@ class ImprovementLoop:
                 # change stage would stop it (and the dead-code gate reject what it adds):
                 # offer only the targets the base's dev run reached.
                 targets = reached_targets(targets, sources, dev.coverage.executed)
+            # The moves' prompt text is one the dev run reached, taken before the edit move's
+            # filter of constants whose values left dev unchanged (a new text is not a value
+            # tried before).
+            reached = targets
+            if policy.pipeline.require_dev_change:
                 # Nor a constant that another value of already left dev unchanged.
                 base_id = None if base is None else base.candidate_id
                 inert = await anyio.to_thread.run_sync(
@@ -664,14 +672,17 @@ class ImprovementLoop:
             archive_text = await anyio.to_thread.run_sync(
                 self._archive, parent, policy, policy.proposer.archive_tokens, False
             )
+            offer, history = await self._offer(policy, parent, dev, reached, suite)
             shown = targets
 
             def compact(failed: list[FailedTask], archived: str) -> list[Message]:
-                return build_prompt(sources, dev, failed, archived, shown)
+                return build_prompt(
+                    sources, dev, failed, archived, shown, offer=offer, history=history
+                )
 
             reserve = min(policy.proposer.max_tokens, edit_protocol.REPLY_TOKENS)
             messages = await fitted_prompt(model, reserve, compact, failures, archive_text)
-            return Ask(snapshot, parent, model, messages, sources, targets, base)
+            return Ask(snapshot, parent, model, messages, sources, targets, base, offer)
         # A capable model: whole transcripts first, then the archive with whole diffs in
         # what is left of [proposer] context_tokens (at least archive_tokens).
         budget = policy.proposer.context_tokens
@@ -689,6 +700,45 @@ class ImprovementLoop:
         messages = await fitted_prompt(model, reserve, whole, failures, archive_text)
         return Ask(snapshot, parent, model, messages, sources, targets, base)
 
+    async def _offer(
+        self, policy: Policy, parent: Version, dev: EvalReport, targets: Targets, suite: Suite
+    ) -> tuple[moves.Offer, list[moves.Trial]]:
+        """The move this cycle asks for, drawn by Thompson sampling over the moves' dev
+        records among those the policy lists and the base allows, with its evidence: the
+        base's solved dev tasks (demonstrate), earlier instructions' dev results
+        (instruction). None of the policy's moves possible: an edit, which always is."""
+        prompt = moves.prompt_constant(targets)
+        demos = (
+            await anyio.to_thread.run_sync(briefing.demonstrations, dev, suite)
+            if prompt is not None
+            else []
+        )
+        allowed = moves.possible(policy.proposer.moves, prompt, demos)
+        if not allowed:
+            log.warning(
+                "none of [proposer] moves %s can be made on this base (no prompt text "
+                "constant, or no solved dev task): asking for an edit",
+                policy.proposer.moves,
+            )
+            allowed = ["edit"]
+        records = await anyio.to_thread.run_sync(
+            lambda: briefing.move_records(self.lineage, self.rt.store, model=dev.model)
+        )
+        move = moves.choose_move(allowed, records, self.rng)
+        history: list[moves.Trial] = []
+        if move == "instruction":
+            history = await anyio.to_thread.run_sync(
+                lambda: briefing.instruction_history(
+                    self.lineage,
+                    self.rt.store,
+                    parent,
+                    dev,
+                    heldout_ids=self._reached_heldout(),
+                )
+            )
+        log.info("asking for a %s move (records %s)", move, records)
+        return moves.Offer(move, prompt, tuple(demos)), history
+
     async def sample(self, ask: Ask) -> intake.Submitted | None:
         """One proposal for ``ask``, with a fresh seed, recorded as a candidate (None: the
         proposer's budget refused it)."""
@@ -696,7 +746,7 @@ class ImprovementLoop:
         schema = None
         if ask.targets is not None:
             schema = await anyio.to_thread.run_sync(
-                self._schema, ask.parent, ask.sources, ask.targets
+                self._schema, ask.parent, ask.sources, ask.targets, ask.offer
             )
         request = proposal_request(
             ask.messages,
@@ -718,7 +768,7 @@ class ImprovementLoop:
         parsed = (
             parse_proposal(text)
             if ask.targets is None
-            else edit_protocol.to_proposal(text, ask.sources, ask.targets)
+            else edit_protocol.to_proposal(text, ask.sources, ask.targets, ask.offer)
         )
         return await self._record(
             ask.parent,
@@ -731,8 +781,11 @@ class ImprovementLoop:
             base=ask.base,
         )
 
-    def _schema(self, parent: Version, sources: dict[str, str], targets: Targets) -> dict[str, Any]:
-        """The reply schema, without constant values whose program was tried already."""
+    def _schema(
+        self, parent: Version, sources: dict[str, str], targets: Targets, offer: moves.Offer
+    ) -> dict[str, Any]:
+        """The reply schema for ``offer``'s move, without constant values whose program was
+        tried already."""
         self.tried.refresh()
 
         def offered(op: Operation) -> bool:
@@ -742,7 +795,7 @@ class ImprovementLoop:
                 return False
             return self.tried.refusal(parent, fingerprint(_encoded(after))) is None
 
-        return edit_protocol.operations_schema(targets, offered)
+        return edit_protocol.reply_schema(targets, offer, offered)
 
     def _reached_heldout(self) -> set[int]:
         """The candidates that got to the held-out stage (began a held-out test in the alpha

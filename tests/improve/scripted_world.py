@@ -23,7 +23,7 @@ from typing import Any
 
 from daemon.config.policy import SuitePolicy
 from daemon.suites import Suite, evaluated_suite
-from daemon.suites.splits import split
+from daemon.suites.splits import Splits, split
 
 SUITE = "bfcl:simple"
 SEED = "e2e"
@@ -49,12 +49,19 @@ def _question(task_prompt: list[Any]) -> str:
     return [m.content for m in task_prompt if m.role == "user"][-1] or ""
 
 
+def evaluated(
+    cache_dir: Path, name: str, seed: str, dev: int, heldout: int
+) -> tuple[Suite, Splits]:
+    """The suite and its splits as the daemon evaluates them (held-out tasks are their
+    counterfactual copies): what a scripted solver must answer."""
+    p = SuitePolicy(name=name, dev_size=dev, heldout_size=heldout, split_seed=seed)
+    suite = evaluated_suite(p, cache_dir, seed)
+    return suite, split(suite.task_ids(), seed=seed, dev_size=dev, heldout_size=heldout)
+
+
 def solver_script(cache_dir: Path, modes: dict[str, set[int]], heldout: int = HELDOUT) -> str:
     """``modes``: token -> positions it makes correct (by position within its split)."""
-    # The tasks as the daemon evaluates them: held-out ones are counterfactual copies.
-    p = SuitePolicy(name=SUITE, dev_size=DEV, heldout_size=heldout, split_seed=SEED)
-    suite = evaluated_suite(p, cache_dir, SEED)
-    splits = split(suite.task_ids(), seed=SEED, dev_size=DEV, heldout_size=heldout)
+    suite, splits = evaluated(cache_dir, SUITE, SEED, DEV, heldout)
     lines = ['mode = "rules"', ""]
     for ids in (splits.dev, splits.heldout):
         lines += mode_rules(suite, ids, modes)

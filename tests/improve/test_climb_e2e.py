@@ -33,11 +33,8 @@ from typing import Any
 
 import pytest
 
-from daemon.config.policy import SuitePolicy
-from daemon.suites import evaluated_suite
-from daemon.suites.splits import split
 from tests.daemon_process import start_daemon
-from tests.improve.scripted_world import toml_value
+from tests.improve.scripted_world import evaluated, toml_value
 from tests.providers.fake_llm_apis import Received, Reply, openai_completion, serve
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -125,9 +122,7 @@ def _solver(cache_dir: Path, path: Path, *, twice: bool = True) -> None:
     """By position in its split: 0 mod 4 a tool call, 1-2 the call as tagged text, 3 the
     tagged text twice (``twice``; else once)."""
     # The tasks as the daemon evaluates them: held-out ones are counterfactual copies.
-    p = SuitePolicy(name=SUITE, dev_size=DEV, heldout_size=HELDOUT, split_seed=SEED)
-    suite = evaluated_suite(p, cache_dir, SEED)
-    splits = split(suite.task_ids(), seed=SEED, dev_size=DEV, heldout_size=HELDOUT)
+    suite, splits = evaluated(cache_dir, SUITE, SEED, DEV, HELDOUT)
     lines = ['mode = "rules"', ""]
     for ids in (splits.dev, splits.heldout):
         for pos, task_id in enumerate(ids):

@@ -13,11 +13,11 @@ import pytest
 from daemon.config.policy import PatchPolicy, RetryPolicy
 from daemon.config.settings import LoadedSettings, Settings
 from daemon.evaluation.report import CoverageReport, TaskResult, build_report
-from daemon.improve.proposer import edit_protocol
+from daemon.improve.proposer import edit_protocol, moves
 from daemon.improve.proposer.prompt import FailedTask, build_prompt, proposal_request
-from daemon.patches import PatchRejected, Proposal, apply_proposal, static_check
+from daemon.patches import ParseFailure, PatchRejected, Proposal, apply_proposal, static_check
 from daemon.patches.targets import find_targets
-from daemon.providers import make_provider
+from daemon.providers import Provider, make_provider
 from daemon.providers.base import Message
 
 pytestmark = [pytest.mark.anyio, pytest.mark.model, pytest.mark.slow]
@@ -51,17 +51,21 @@ def _dev() -> tuple[list[FailedTask], object]:
     return [FailedTask(tasks[0], ask, expected)], dev
 
 
-@pytest.mark.timeout(1200)  # two proposals on a busy 2-core machine
-async def test_embedded_proposals_are_patches_that_apply(
-    tmp_path: Path, asset_cache: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.WARNING)
+def _embedded(tmp_path: Path, asset_cache: Path) -> Provider:
     settings = LoadedSettings(
         settings=Settings(state_dir=tmp_path / "state", cache_dir=asset_cache),
         config_path=None,
         base_dir=tmp_path,
     )
-    provider = make_provider("local:smollm2-135m", settings, RetryPolicy())
+    return make_provider("local:smollm2-135m", settings, RetryPolicy())
+
+
+@pytest.mark.timeout(1200)  # two proposals on a busy 2-core machine
+async def test_embedded_proposals_are_patches_that_apply(
+    tmp_path: Path, asset_cache: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    provider = _embedded(tmp_path, asset_cache)
     sources = {"harness.py": (SEED_DIR / "harness.py").read_text()}
     targets = find_targets(sources)
     failures, dev = _dev()
@@ -92,3 +96,39 @@ async def test_embedded_proposals_are_patches_that_apply(
     assert "relaxed" not in caplog.text  # llama.cpp took the grammar as it is
     assert len(set(replies)) == 2, replies  # fresh seeds, fresh proposals
     assert applied >= 1, replies
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("move", ["instruction", "demonstrate"])
+async def test_embedded_moves_are_patches_that_apply(
+    tmp_path: Path, asset_cache: Path, caplog: pytest.LogCaptureFixture, move: moves.Move
+) -> None:
+    """Under each move's own grammar the embedded model makes that move (a demonstrate
+    reply names only the offered solved task), and the daemon's patch passes the static
+    stage."""
+    caplog.set_level(logging.WARNING)
+    provider = _embedded(tmp_path, asset_cache)
+    sources = {"harness.py": (SEED_DIR / "harness.py").read_text()}
+    targets = find_targets(sources)
+    failures, dev = _dev()
+    demo = moves.Demo("simple_python_9", "What is the BMI of 60 kg and 160 cm?", [])
+    offer = moves.Offer(move, moves.prompt_constant(targets), (demo,))
+    messages = build_prompt(sources, dev, failures, "nothing tried yet", targets, offer=offer)  # type: ignore[arg-type]
+    schema = edit_protocol.reply_schema(targets, offer)
+    try:
+        request = proposal_request(messages, max_tokens=768, temperature=0.7, schema=schema, seed=1)
+        reply = await provider.chat(request)
+    finally:
+        await provider.aclose()
+    assert reply.finish_reason == "stop", reply
+    read = edit_protocol.read_reply(reply.content or "")
+    assert not isinstance(read, ParseFailure), reply.content
+    assert edit_protocol.move_of(read[0]) == move
+    parsed = edit_protocol.to_proposal(reply.content or "", sources, targets, offer)
+    if isinstance(parsed, PatchRejected):  # only a hand-written examples header is refused
+        assert "never by hand" in parsed.reason, parsed
+        return
+    assert isinstance(parsed, Proposal), (reply.content, parsed)
+    if parsed.edits:  # an instruction equal to the current (empty) one changes nothing
+        static_check(apply_proposal(SEED_DIR, parsed, tmp_path / "tree"), PatchPolicy())
+    assert "relaxed" not in caplog.text

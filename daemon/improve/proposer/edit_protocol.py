@@ -12,6 +12,10 @@ statement edit is the model's own code. The operations:
 * ``replace``: a simple statement by one line of code.
 * ``insert``: one line of code before a statement inside a function.
 
+Besides ``edit``, a reply may make one of the evidence-carrying moves of
+:mod:`~daemon.improve.proposer.moves` (``instruction``, ``demonstrate``); each reply holds
+exactly one move key, and the schema of a cycle allows only the move it asked for.
+
 Larger models keep the free-text protocol (search/replace blocks or unified diffs).
 """
 
@@ -19,8 +23,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from daemon.improve.proposer import moves
 from daemon.patches import ParseFailure, PatchRejected, Proposal
 from daemon.patches.diff import parse_unified_diff
 from daemon.patches.operations import (
@@ -131,6 +137,19 @@ def operations_schema(
     }
 
 
+def reply_schema(
+    targets: Targets,
+    offer: moves.Offer,
+    offered: Callable[[Operation], bool] = lambda op: True,
+) -> dict[str, Any]:
+    """The schema of a reply making ``offer.move``, and no other move."""
+    if offer.move == "instruction":
+        return moves.instruction_schema(RATIONALE_CHARS)
+    if offer.move == "demonstrate":
+        return moves.demonstrate_schema(offer.demos, RATIONALE_CHARS)
+    return operations_schema(targets, offered)
+
+
 def _shown(value: Value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
@@ -165,28 +184,117 @@ def _operation(edit: Any) -> Operation:
     raise KeyError(f"unknown op {op!r}")
 
 
-def read_reply(content: str) -> tuple[Operation, str] | ParseFailure:
-    """A reply's operation and rationale, or a ParseFailure when it is not the protocol's
-    JSON (e.g. cut off, or another protocol's text)."""
+@dataclass(frozen=True)
+class Instruction:
+    """The instruction move: a new instruction text for the prompt text constant."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Demonstrate:
+    """The demonstrate move: the solved dev tasks to show as worked examples, by id."""
+
+    task_ids: tuple[str, ...]
+
+
+MoveReply = Operation | Instruction | Demonstrate
+
+
+def move_of(reply: MoveReply) -> moves.Move:
+    if isinstance(reply, Instruction):
+        return "instruction"
+    if isinstance(reply, Demonstrate):
+        return "demonstrate"
+    return "edit"
+
+
+def _read_move(data: Any) -> MoveReply:
+    if not isinstance(data, dict):
+        raise TypeError("the reply is not an object")
+    keys = [m for m in moves.MOVES if m in data]
+    if len(keys) != 1:
+        raise KeyError(f"a reply makes exactly one move of {', '.join(moves.MOVES)}; got {keys}")
+    value = data[keys[0]]
+    if keys[0] == "edit":
+        return _operation(value)
+    if keys[0] == "instruction":
+        if not isinstance(value, str):
+            raise TypeError("instruction is not a string")
+        return Instruction(value)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError("demonstrate is not a list of task ids")
+    return Demonstrate(tuple(dict.fromkeys(value)))  # a task shown once, in the model's order
+
+
+def read_reply(content: str) -> tuple[MoveReply, str] | ParseFailure:
+    """A reply's move and rationale, or a ParseFailure when it is not the protocol's JSON
+    (e.g. cut off, another protocol's text, or not exactly one move)."""
     try:
         # Not strict: llama.cpp's JSON grammar lets raw control characters into strings.
         data = json.loads(content, strict=False)
-        return _operation(data["edit"]), str(data.get("rationale", "")).strip()
-    except (ValueError, KeyError, TypeError) as exc:
+        return _read_move(data), str(data.get("rationale", "")).strip()
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         return ParseFailure(f"not an edit operation ({exc})", content)
 
 
+def _forged(text: str) -> PatchRejected:
+    return PatchRejected(
+        f"the text holds {moves.EXAMPLES_HEADER!r}: worked examples are written by the daemon "
+        "from solved dev tasks (the demonstrate move), never by hand"
+    )
+
+
+def _move_operation(reply: MoveReply, offer: moves.Offer) -> Operation:
+    """The reply as an operation on the harness, with the daemon's text for the moves."""
+    if isinstance(reply, SetConstant | ReplaceStatement | InsertStatement):
+        written = reply.value if isinstance(reply, SetConstant) else reply.code
+        if isinstance(written, str) and moves.EXAMPLES_HEADER in written:
+            raise _forged(written)
+        return reply
+    prompt = offer.prompt
+    if prompt is None:
+        raise PatchRejected(f"the {move_of(reply)} move needs a prompt text constant; none")
+    if isinstance(reply, Instruction):
+        if moves.EXAMPLES_HEADER in reply.text:
+            raise _forged(reply.text)
+        if len(reply.text) > moves.INSTRUCTION_CHARS:
+            raise PatchRejected(
+                f"the instruction has {len(reply.text)} characters; at most "
+                f"{moves.INSTRUCTION_CHARS}"
+            )
+        return SetConstant(prompt.label, moves.with_instruction(str(prompt.value), reply.text))
+    offered = {d.task_id: d for d in offer.demos}
+    unknown = [t for t in reply.task_ids if t not in offered]
+    if unknown or not reply.task_ids or len(reply.task_ids) > moves.MAX_DEMOS:
+        raise PatchRejected(
+            f"demonstrate takes 1 to {moves.MAX_DEMOS} of the offered solved dev tasks; "
+            f"got {list(reply.task_ids)}"
+        )
+    demos = [offered[t] for t in reply.task_ids]
+    return SetConstant(prompt.label, moves.with_examples(str(prompt.value), demos))
+
+
 def to_proposal(
-    content: str, sources: Mapping[str, str], targets: Targets
+    content: str,
+    sources: Mapping[str, str],
+    targets: Targets,
+    offer: moves.Offer | None = None,
 ) -> Proposal | ParseFailure | PatchRejected:
     """The reply as a patch of ``sources``: a Proposal (a normalised diff), a ParseFailure
     when it is not the protocol's JSON (e.g. cut off), or PatchRejected when the operation
-    cannot be carried out (its reason says why)."""
+    cannot be carried out (its reason says why). ``offer``: the prompt text constant and
+    solved dev tasks the instruction and demonstrate moves may use (None: edits only)."""
     read = read_reply(content)
     if isinstance(read, ParseFailure):
         return read
-    op, rationale = read
+    reply, rationale = read
+    offer = offer or moves.Offer()
     try:
+        op = _move_operation(reply, offer)
+        if offer.prompt is not None and isinstance(reply, Instruction | Demonstrate):
+            # The move's constant is applied even when an edit filter left it out of targets.
+            targets = Targets((offer.prompt,), ())
         file, new_text = apply_operation(sources, targets, op)
     except PatchRejected as exc:
         return exc

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from daemon.evaluation.report import EvalReport, Split, TaskResult
-from daemon.improve.proposer import edit_protocol
+from daemon.improve.proposer import edit_protocol, moves
 from daemon.patches.targets import Targets
 from daemon.providers.base import ChatRequest, Message
 
@@ -131,13 +131,19 @@ def build_prompt(
     targets: Targets | None = None,
     *,
     failures_text: str | None = None,
+    offer: moves.Offer | None = None,
+    history: list[moves.Trial] | None = None,
 ) -> list[Message]:
     """The proposer's messages. With ``targets``, the edit-operation protocol (numbered
     source and its targets, compact failures); without, the free-text patch protocol.
     ``failures_text``: the failed tasks rendered already (:func:`failures_within`, the text
-    protocol's whole transcripts); None renders ``failures`` clipped."""
+    protocol's whole transcripts); None renders ``failures`` clipped. ``offer``: the move
+    asked for (the operations protocol's; None: an edit), with ``history``, the earlier
+    instruction candidates an instruction move is shown."""
     if dev.split != Split.DEV:
         raise ValueError("the proposer may only see dev-split reports")
+    if offer is not None and offer.move != "edit":
+        return _move_prompt(dev, failures, archive, offer, history or [])
     if targets is None:
         system, clips = SYSTEM, Clips()
         harness = "\n\n".join(
@@ -151,12 +157,7 @@ def build_prompt(
         + (f" (functions: {', '.join(n.functions)})" if n.functions else "")
         for n in dev.coverage.never_executed
     ]
-    profile = (
-        f"dev split, model {dev.model}: verified accuracy {dev.accuracy:.0%} on {dev.n} tasks; "
-        f"claimed success {dev.claimed_success_rate:.0%} (gap {dev.verification_gap:+.0%}); "
-        f"{dev.tokens_per_task:.0f} tokens and {dev.model_calls_per_task:.1f} model calls per "
-        f"task; errors: {json.dumps(dev.errors) if dev.errors else 'none'}"
-    )
+    profile = _profile(dev)
     parts = [
         "# Harness source",
         harness,
@@ -174,6 +175,51 @@ def build_prompt(
         "# Earlier proposals and what came of them",
         archive,
         "Propose one change now.",
+    ]
+    return [
+        Message(role="system", content=system),
+        Message(role="user", content="\n\n".join(parts)),
+    ]
+
+
+def _profile(dev: EvalReport) -> str:
+    return (
+        f"dev split, model {dev.model}: verified accuracy {dev.accuracy:.0%} on {dev.n} tasks; "
+        f"claimed success {dev.claimed_success_rate:.0%} (gap {dev.verification_gap:+.0%}); "
+        f"{dev.tokens_per_task:.0f} tokens and {dev.model_calls_per_task:.1f} model calls per "
+        f"task; errors: {json.dumps(dev.errors) if dev.errors else 'none'}"
+    )
+
+
+def _move_prompt(
+    dev: EvalReport,
+    failures: list[FailedTask],
+    archive: str,
+    offer: moves.Offer,
+    history: list[moves.Trial],
+) -> list[Message]:
+    """An instruction or demonstrate move's messages: its own system text, the prompt text
+    it rewrites, the dev profile and failures, its evidence, the archive."""
+    if offer.prompt is None:
+        raise ValueError(f"the {offer.move} move needs a prompt text constant")
+    failed = "\n".join(_failure_block(f, COMPACT) for f in failures) or "none"
+    if offer.move == "instruction":
+        system, ask = moves.INSTRUCTION_SYSTEM, "Write the new instruction now."
+        evidence = ["# Earlier instructions and their dev results", moves.history_section(history)]
+    else:
+        system, ask = moves.DEMONSTRATE_SYSTEM, "Choose the worked examples now."
+        evidence = ["# Solved dev tasks you may choose", moves.demos_section(offer.demos)]
+    parts = [
+        "# The prompt text",
+        moves.current_section(offer.prompt),
+        "# How the current harness did",
+        _profile(dev),
+        "# Failed dev tasks",
+        failed,
+        *evidence,
+        "# Earlier proposals and what came of them",
+        archive,
+        ask,
     ]
     return [
         Message(role="system", content=system),
