@@ -7,7 +7,7 @@ same policy apart from what makes the search a search:
 
 * **search**: the loop as it runs (``[proposer] search = "thompson"``: the next proposal may
   build on an earlier candidate by its dev results; the archive of earlier candidates in
-  every prompt);
+  every prompt; the merge of two candidates that win on different dev tasks);
 * **sampling**: independent samples from the live version (``search = "live"``, no archive:
   ``verdicts_shown = 0``), the baseline of "Rethinking the Evaluation of Harness Evolution".
 
@@ -59,8 +59,8 @@ from daemon.verdict import Stage, Verdict
 from sandbox.labels import instance_id
 
 ARMS: dict[str, dict[str, Any]] = {
-    "search": {"search": "thompson"},
-    "sampling": {"search": "live", "verdicts_shown": 0},
+    "search": {"search": "thompson", "merge": True},
+    "sampling": {"search": "live", "verdicts_shown": 0, "merge": False},
 }
 
 
@@ -151,8 +151,14 @@ async def run_arm(
             with tempfile.TemporaryDirectory() as bases:
                 while arm.proposals < n:
                     scratch = Path(bases) / f"p{arm.proposals}"
-                    ask = await loop.prepare_proposal(scratch, snapshot)
-                    sub = await loop.sample(ask)
+                    # The search's merge move (no model call) counts as one proposal and
+                    # one dev run, as it takes a place in the loop's pool.
+                    sub = None
+                    if policy.proposer.merge:
+                        sub = await loop._merge(scratch, snapshot)
+                    if sub is None:
+                        ask = await loop.prepare_proposal(scratch, snapshot)
+                        sub = await loop.sample(ask)
                     if sub is None:
                         raise SystemExit("the proposer's token budget refused a proposal")
                     arm.proposals += 1

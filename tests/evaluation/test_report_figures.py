@@ -19,7 +19,15 @@ def test_wilson_interval_known_values() -> None:
 
 
 def test_a_stored_report_keeps_its_split_as_the_text_earlier_releases_wrote() -> None:
-    assert [s.value for s in Split] == ["smoke", "dev", "heldout", "decoy", "matched", "all"]
+    assert [s.value for s in Split] == [
+        "smoke",
+        "dev",
+        "heldout",
+        "decoy",
+        "matched",
+        "all",
+        "replication",
+    ]
     report = build_report(
         run_id="r", suite="s", split=Split.HELDOUT, model="m", tasks=[], coverage=CoverageReport()
     )
