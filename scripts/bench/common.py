@@ -1,6 +1,6 @@
 """Shared by the benchmarks: a throw-away state dir over the project's asset cache, a policy
 from text, timing and ratio printing, a provider wrapper that records every call, the
-machine's load and stolen CPU time, and the BFCL tasks the model benchmarks use.
+machine's load and stolen CPU time, and the BFCL tasks and policy the model benchmarks use.
 
 Benchmarks print ratios of variants measured side by side in one run, never absolute times
 against a threshold: the machine may be shared, and only a ratio inside one run means much.
@@ -29,6 +29,21 @@ from daemon.config.settings import DEFAULT_STATE_DIR, LoadedSettings, load_setti
 from daemon.providers.base import ChatRequest, ChatResponse, Provider  # noqa: E402
 from daemon.suites import load_suite  # noqa: E402
 from daemon.suites.splits import split  # noqa: E402
+
+EMBEDDED = "local:smollm2-135m"
+EMBEDDED_HELDOUT_POLICY = f"""
+[models]
+primary = "{EMBEDDED}"
+[suite]
+name = "bfcl:simple"
+dev_size = 2
+heldout_size = {{tasks}}
+split_seed = "bench"
+[sandbox]
+concurrency = 1
+"""
+"""The embedded model on ``{tasks}`` held-out BFCL simple tasks, one sandbox at a time: the
+policy of the benchmarks that time the held-out path on the real model."""
 
 
 def machine() -> str:

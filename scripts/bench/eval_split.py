@@ -28,7 +28,16 @@ import time
 import uuid
 
 import anyio
-from common import ROOT, Call, Recording, bench_settings, machine, row
+from common import (
+    EMBEDDED,
+    EMBEDDED_HELDOUT_POLICY,
+    ROOT,
+    Call,
+    Recording,
+    bench_settings,
+    machine,
+    row,
+)
 
 from daemon.config.policy import Policy
 from daemon.evaluation.evaluator import Subject, evaluate
@@ -38,18 +47,8 @@ from daemon.providers.base import ChatRequest, ChatResponse, Usage
 from daemon.providers.local_llama import to_chat_messages
 from daemon.store import Store
 
-MODEL = "local:smollm2-135m"
-POLICY = """
-[models]
-primary = "local:smollm2-135m"
-[suite]
-name = "bfcl:simple"
-dev_size = 2
-heldout_size = {tasks}
-split_seed = "bench"
-[sandbox]
-concurrency = 1
-"""
+MODEL = EMBEDDED
+POLICY = EMBEDDED_HELDOUT_POLICY
 
 
 class Replayed:

@@ -34,6 +34,8 @@ from pathlib import Path
 
 import anyio
 from common import (
+    EMBEDDED,
+    EMBEDDED_HELDOUT_POLICY,
     ROOT,
     bench_settings,
     cpu_times,
@@ -50,18 +52,8 @@ from daemon.gateway.metering import MeteredModel
 from daemon.providers import make_provider
 from daemon.store import Store
 
-MODEL = "local:smollm2-135m"
-POLICY = """
-[models]
-primary = "local:smollm2-135m"
-[suite]
-name = "bfcl:simple"
-dev_size = 2
-heldout_size = {tasks}
-split_seed = "bench"
-[sandbox]
-concurrency = 1
-"""
+MODEL = EMBEDDED
+POLICY = EMBEDDED_HELDOUT_POLICY
 
 
 def _provider(rt: Runtime, count: int) -> MeteredModel:
