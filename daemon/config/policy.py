@@ -133,10 +133,11 @@ class SuitePolicy(ClosedModel):
     split_seed: Annotated[str | None, Field(min_length=1)] = None
     # Held-out tasks of a public suite (BFCL's single-call categories, HumanEval) are
     # counterfactual copies made from the installation's secret: new numbers, strings,
-    # names and order, so no table of the public tasks fits them. Off only to reproduce
-    # results measured on the public tasks themselves.
+    # names and order, so no table of the public tasks fits them; dev tasks are made the
+    # same way, so a task's surface does not say its split. Off only to reproduce results
+    # measured on the public tasks themselves.
     counterfactual: bool = True
-    # The share of the held-out pool (of BFCL's one-call categories) whose tasks are not
+    # The share of each split (of BFCL's one-call categories) whose tasks are not
     # copies but generated from the same secret: new functions, parameters and questions, so
     # that knowing the public tasks' meaning helps nothing there. An accuracy gain must show
     # on them too ([gates.generated]). 0 only to reproduce results on copies alone.

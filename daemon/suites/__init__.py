@@ -14,9 +14,12 @@ daemon runs at start-up and before applying a policy (or suite file) edit.
 A policy names one suite (split into dev and held-out tasks) or two (``[suite]
 heldout_suite``: the held-out pool from a suite of its own, :mod:`daemon.suites.mixed`);
 :func:`policy_suite` and :func:`policy_splits` are what an evaluation uses. With ``[suite]
-counterfactual`` (the default), :func:`heldout_copies` puts counterfactual copies of the
-held-out tasks in the public ones' place (:mod:`daemon.suites.rewrite`); the dev split stays
-the public tasks the proposer learns from. :func:`heldout_evidence` says which it is.
+counterfactual`` (the default), :func:`evaluation_copies` puts counterfactual copies in the
+public tasks' place (:mod:`daemon.suites.rewrite`), in the dev split and the held-out pool
+alike, with the same share of generated tasks in each: both come from the same
+transformation, so nothing on a task's surface says which split it is in (a harness that
+knows the public tasks sees no public task, and cannot treat held-out tasks otherwise than
+the dev tasks its proposer learned from). :func:`heldout_evidence` says which it is.
 
 Owns: what every suite offers (``base``), BFCL's single-call suites and checker (``bfcl``,
 ``bfcl_checker``, ``bfcl_schema``), HumanEval (``humaneval``), the multi-turn tool suites
@@ -50,6 +53,7 @@ from daemon.suites.bfcl_multi_turn import CATEGORIES as MULTI_TURN
 from daemon.suites.bfcl_multi_turn import BfclMultiTurnSuite
 from daemon.suites.filesuite import FileSuite
 from daemon.suites.humaneval import HumanEvalSuite
+from daemon.suites.mixed import DEV as DEV_PREFIX
 from daemon.suites.mixed import HELDOUT as HELDOUT_PREFIX
 from daemon.suites.mixed import MixedSuite, check_distinct
 from daemon.suites.splits import Splits, split
@@ -76,8 +80,8 @@ __all__ = [
     "UnknownTask",
     "check_suite",
     "evaluated_suite",
+    "evaluation_copies",
     "generated_ids",
-    "heldout_copies",
     "heldout_evidence",
     "load_suite",
     "parse_spec",
@@ -206,36 +210,54 @@ def _generated_part(pool: list[str], share: float, seed: str) -> list[str]:
 
 
 def _with_evidence(
-    member: BfclSuite | HumanEvalSuite, pool: list[str], seed: str, share: float
+    member: BfclSuite | HumanEvalSuite, pools: list[list[str]], seed: str, share: float
 ) -> Suite:
-    made: BfclSuite | HumanEvalSuite = member.counterfactual(pool, seed)
+    """``member`` with every id of ``pools`` (a split each) a counterfactual copy, and
+    ``share`` of each pool's generatable ids a generated task (so each split holds the same
+    share: which kind a task is says nothing about its split)."""
+    made: BfclSuite | HumanEvalSuite = member.counterfactual([t for p in pools for t in p], seed)
     if share > 0:
-        chosen = _generated_part(made.generatable(pool), share, f"generated-part\0{seed}")
+        chosen = [
+            t
+            for pool in pools
+            for t in _generated_part(made.generatable(pool), share, f"generated-part\0{seed}")
+        ]
         made = made.with_generated(chosen, f"generated\0{seed}")
     return made
 
 
-def heldout_copies(suite: Suite, splits: Splits, seed: str, generated_share: float = 0.0) -> Suite:
-    """``suite`` with its held-out pool replaced by counterfactual copies made from ``seed``
-    (the policy's ``split_seed`` or the installation's secret) and, for ``generated_share`` of
-    BFCL's one-call tasks or HumanEval's problems, by tasks generated from it
-    (:mod:`daemon.suites.generated`). A mix
-    rewrites its held-out member where it is a public suite; suites that cannot be rewritten
-    come back as they are (:func:`heldout_evidence` says so). Made once per process and seed."""
-    pool = tuple(splits.heldout)
-    key = (id(suite), seed, hash(pool), generated_share)
+def _inner(ids: list[str], prefix: str) -> list[str]:
+    return [t[len(prefix) :] for t in ids if t.startswith(prefix)]
+
+
+def evaluation_copies(
+    suite: Suite, splits: Splits, seed: str, generated_share: float = 0.0
+) -> Suite:
+    """``suite`` with its dev split and held-out pool replaced by counterfactual copies made
+    from ``seed`` (the policy's ``split_seed`` or the installation's secret) and, for
+    ``generated_share`` of each split's BFCL one-call tasks or HumanEval problems, by tasks
+    generated from it (:mod:`daemon.suites.generated`). Both splits come from one
+    transformation, so a task's surface does not say which split it is in. A mix rewrites
+    each member that is a public suite (its dev member's dev split, its held-out member's
+    pool); suites that cannot be rewritten come back as they are (:func:`heldout_evidence`
+    says so). Made once per process and seed."""
+    key = (id(suite), seed, hash((tuple(splits.dev), tuple(splits.heldout))), generated_share)
     with _lock:
         known = _copies.get(key)
         if known is not None and known[0] is suite:
             return known[1]
     made: Suite = suite
     if isinstance(suite, BfclSuite | HumanEvalSuite):
-        made = _with_evidence(suite, list(pool), seed, generated_share)
-    elif isinstance(suite, MixedSuite) and isinstance(suite.heldout, BfclSuite | HumanEvalSuite):
-        member = suite.heldout
-        made = MixedSuite(
-            suite.dev, _with_evidence(member, member.task_ids(), seed, generated_share)
-        )
+        made = _with_evidence(suite, [splits.dev, splits.heldout], seed, generated_share)
+    elif isinstance(suite, MixedSuite):
+        dev, held = suite.dev, suite.heldout
+        if isinstance(dev, BfclSuite | HumanEvalSuite):
+            dev = _with_evidence(dev, [_inner(splits.dev, DEV_PREFIX)], seed, generated_share)
+        if isinstance(held, BfclSuite | HumanEvalSuite):
+            held = _with_evidence(
+                held, [_inner(splits.heldout, HELDOUT_PREFIX)], seed, generated_share
+            )
+        made = MixedSuite(dev, held)
     with _lock:
         _copies[key] = (suite, made)
     return made
@@ -250,10 +272,10 @@ def evaluated_suite(p: SuitePolicy, cache_dir: Path, seed: str) -> Suite:
     held = suite.heldout if isinstance(suite, MixedSuite) else suite
     if not p.counterfactual or not isinstance(held, BfclSuite | HumanEvalSuite):
         return suite  # your own tasks, or a suite that cannot be rewritten: as it is
-    # Same ids, other tasks: the held-out pool's copies are what every held-out run (the
-    # parent's and the candidate's alike) sees and is judged on.
+    # Same ids, other tasks: the copies are what every run (the parent's and the
+    # candidate's alike, dev and held-out) sees and is judged on.
     pool = policy_splits(p, cache_dir, seed)
-    return heldout_copies(suite, pool, f"counterfactual\0{seed}", p.generated_share)
+    return evaluation_copies(suite, pool, f"counterfactual\0{seed}", p.generated_share)
 
 
 def replication_suite(
@@ -273,7 +295,7 @@ def replication_suite(
     fresh = f"{label}\0{seed}"
     remade = p.counterfactual and isinstance(held, BfclSuite | HumanEvalSuite)
     made = (
-        heldout_copies(suite, pool, f"counterfactual\0{fresh}", p.generated_share)
+        evaluation_copies(suite, pool, f"counterfactual\0{fresh}", p.generated_share)
         if remade
         else evaluated_suite(p, cache_dir, seed)
     )
@@ -292,8 +314,13 @@ def generated_ids(suite: Suite) -> frozenset[str]:
     """The ids of ``suite`` (as an evaluation names them) whose task was generated."""
     if isinstance(suite, BfclSuite | HumanEvalSuite):
         return suite.generated
-    if isinstance(suite, MixedSuite) and isinstance(suite.heldout, BfclSuite | HumanEvalSuite):
-        return frozenset(HELDOUT_PREFIX + t for t in suite.heldout.generated)
+    if isinstance(suite, MixedSuite):
+        return frozenset(
+            prefix + t
+            for prefix, member in ((DEV_PREFIX, suite.dev), (HELDOUT_PREFIX, suite.heldout))
+            if isinstance(member, BfclSuite | HumanEvalSuite)
+            for t in member.generated
+        )
     return frozenset()
 
 
@@ -311,6 +338,8 @@ def heldout_evidence(p: SuitePolicy) -> str:
             f"held-out tasks: counterfactual copies of '{held}' made from this installation's "
             "secret (numbers, exact strings, names and order rewritten)"
         )
+        if p.heldout_suite is None:
+            line += ", the dev tasks made the same way (a task's surface does not say its split)"
         one_call = name == "humaneval" or bool(set(parts) & {"simple", "multiple"})
         what = "problems" if name == "humaneval" else "one-call tasks"
         if one_call and p.generated_share > 0:

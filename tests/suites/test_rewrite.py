@@ -10,7 +10,7 @@ import re
 import pytest
 
 from daemon.config.policy import SuitePolicy
-from daemon.suites import heldout_copies, heldout_evidence, split
+from daemon.suites import Splits, evaluation_copies, heldout_evidence, split
 from daemon.suites.bfcl import BfclSuite, as_bfcl_calls
 from daemon.suites.bfcl_checker import check_calls
 from daemon.suites.codecheck import DockerCodeChecker
@@ -170,18 +170,26 @@ def test_copies_are_fixed_by_the_seed_and_differ_across_seeds(bfcl: BfclSuite) -
 
 
 @pytest.mark.unit
-def test_heldout_copies_leave_the_dev_split_public(bfcl: BfclSuite) -> None:
+def test_evaluation_copies_rewrite_the_dev_split_and_the_heldout_pool_alike(
+    bfcl: BfclSuite,
+) -> None:
     splits = split(bfcl.task_ids(), seed=SEED, dev_size=20, heldout_size=380, suite="bfcl")
-    copies = heldout_copies(bfcl, splits, SEED)
+    copies = evaluation_copies(bfcl, splits, SEED)
     assert copies.task_ids() == bfcl.task_ids()
-    assert all(copies.task(i) == bfcl.task(i) for i in splits.dev)
+    assert all(copies.task(i) != bfcl.task(i) for i in splits.dev)
     assert all(copies.task(i) != bfcl.task(i) for i in splits.heldout)
-    assert heldout_copies(bfcl, splits, SEED) is copies  # made once
+    # One transformation for both: a dev task is the copy the held-out pool would hold.
+    one = evaluation_copies(bfcl, Splits(dev=[], heldout=splits.dev), SEED)
+    assert all(copies.task(i) == one.task(i) for i in splits.dev)
+    rest = [i for i in bfcl.task_ids() if i not in set(splits.dev) | set(splits.heldout)]
+    assert all(copies.task(i) == bfcl.task(i) for i in rest)
+    assert evaluation_copies(bfcl, splits, SEED) is copies  # made once
 
 
 @pytest.mark.unit
 def test_policy_check_says_what_the_heldout_tasks_are() -> None:
-    assert "counterfactual copies" in heldout_evidence(SuitePolicy(name="bfcl:simple"))
+    on = heldout_evidence(SuitePolicy(name="bfcl:simple"))
+    assert "counterfactual copies" in on and "dev tasks made the same way" in on
     assert "counterfactual copies" in heldout_evidence(SuitePolicy(name="humaneval"))
     off = heldout_evidence(SuitePolicy(name="bfcl:simple", counterfactual=False))
     assert "can be promoted" in off and "counterfactual = true" in off

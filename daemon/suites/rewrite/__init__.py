@@ -2,9 +2,10 @@
 
 BFCL and HumanEval are public, and a capable proposer has read them: a harness can carry a
 table keyed on a task's surface (a hash of its question, its function's name) that says
-which question word fills which parameter, or the call itself. Held-out tasks are therefore
-not the public tasks but copies rewritten per installation from its secret, changing every
-surface such a table can key on while keeping what the task asks:
+which question word fills which parameter, or the call itself. Held-out tasks (and, so that
+nothing tells the splits apart, dev tasks) are therefore not the public tasks but copies
+rewritten per installation from its secret, changing every surface such a table can key on
+while keeping what the task asks:
 
 * BFCL (:mod:`.bfcl`): the numbers in the question that the answer holds and, where a
   parameter must take a string the question writes, that string (swapped with a value the
