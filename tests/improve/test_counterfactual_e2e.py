@@ -7,7 +7,7 @@ promoted. Through the real pipeline and sandbox, on a scripted model that follow
   question) and the echo laundering (the model repeats the question, then a conditional
   hint states the call) are promoted when held-out tasks are the public ones: with
   ``counterfactual = false`` the pointer table passes every gate, which is why copies are
-  the default; on copies both are rejected;
+  the default; on copies (dev tasks are copies too) both are rejected;
 * a fixed block of examples is promoted (an instruction naming numbers too:
   tests/improve/test_live_replay_e2e.py).
 """
@@ -35,8 +35,11 @@ async def test_a_pointer_table_of_the_public_tasks_is_rejected_on_their_copies(
     )
     assert verdict.decision != "accept", verdict
     assert lineage.current().name == "v0001"
+    # Dev tasks are copies too, so the table finds nothing there either: stopped on dev
+    # as a change that changes nothing, or, where a dev copy kept its question, on held-out
+    # with no accuracy gain.
     accuracy = gate(verdict, "accuracy")
-    assert not accuracy.passed, accuracy
+    assert "dev_change" in verdict.failed or not accuracy.passed, verdict
 
 
 @pytest.mark.timeout(1200)
