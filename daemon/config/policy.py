@@ -49,14 +49,15 @@ class ModelsPolicy(ClosedModel):
         return seen
 
 
-ProposerMove = Literal["edit", "instruction", "demonstrate"]
-ALL_MOVES: tuple[ProposerMove, ...] = ("edit", "instruction", "demonstrate")
+ProposerMove = Literal["edit", "instruction", "demonstrate", "component"]
+ALL_MOVES: tuple[ProposerMove, ...] = ("edit", "instruction", "demonstrate", "component")
 
 
 def check_moves(value: list[ProposerMove]) -> list[ProposerMove]:
     if not value:
         raise ValueError(
-            "[proposer] moves is empty: list at least one of 'edit', 'instruction', 'demonstrate'"
+            "[proposer] moves is empty: list at least one of "
+            + ", ".join(repr(m) for m in ALL_MOVES)
         )
     if len(set(value)) != len(value):
         raise ValueError(f"[proposer] moves lists a move twice: {value}")
@@ -99,7 +100,7 @@ class ProposerPolicy(ClosedModel):
     context_tokens: Annotated[int, Field(ge=0, le=200_000)] = 12_000
     # The operations protocol's moves a cycle may ask for (docs/proposer.md, "Moves"): each
     # cycle draws one by Thompson sampling over their dev records; one that cannot be made
-    # (no prompt text constant; no solved dev task) is not drawn.
+    # (no prompt text constant; no solved dev task; no component with evidence) is not drawn.
     moves: Annotated[list[ProposerMove], AfterValidator(check_moves)] = Field(
         default_factory=lambda: list(ALL_MOVES)
     )

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from daemon.evaluation import results
 from daemon.evaluation.report import EvalReport, Split
 from daemon.improve.pipeline import FROM_HELDOUT
-from daemon.improve.proposer import edit_protocol, moves
+from daemon.improve.proposer import components, edit_protocol, moves
 from daemon.improve.proposer.archive import ArchiveEntry
 from daemon.improve.proposer.search import Node
 from daemon.lineage import Candidate, CandidateSource, CandidateState, Lineage, Version
@@ -200,6 +200,28 @@ def demonstrations(dev: EvalReport, suite: Suite) -> list[moves.Demo]:
         question = " / ".join(m.content or "" for m in prompt if m.role == "user")
         demos.append(moves.Demo(t.id, question, t.output))
     return demos
+
+
+def component_failures(dev: EvalReport, suite: Suite) -> list[components.FailedAnswer]:
+    """The base's failed dev tasks as the component move's evidence reads them: the answer,
+    the task's tools and how many calls its ground truth holds. Only a dev-split report is
+    taken, so no held-out task reaches the proposer."""
+    if dev.split != Split.DEV:
+        raise ValueError("component evidence comes from dev-split reports only")
+    failed = []
+    for t in dev.tasks:
+        if t.passed:
+            continue
+        task = suite.task(t.id)
+        expected = suite.expected(t.id) if task.kind == "function_call" else None
+        failed.append(
+            components.FailedAnswer(
+                t.output,
+                [tool.model_dump() for tool in task.tools],
+                len(expected) if isinstance(expected, list) else 0,
+            )
+        )
+    return failed
 
 
 def move_of(raw: str) -> moves.Move | None:

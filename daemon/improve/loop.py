@@ -42,7 +42,7 @@ from daemon.improve import alpha_ledger, briefing, intake
 from daemon.improve.pipeline import Pipeline, Screened, best_screened
 from daemon.improve.power_report import current_row, next_candidate_line
 from daemon.improve.procedure import wanted_settings
-from daemon.improve.proposer import archive, edit_protocol, moves
+from daemon.improve.proposer import archive, components, edit_protocol, moves
 from daemon.improve.proposer.prompt import (
     FailedTask,
     build_prompt,
@@ -672,7 +672,7 @@ class ImprovementLoop:
             archive_text = await anyio.to_thread.run_sync(
                 self._archive, parent, policy, policy.proposer.archive_tokens, False
             )
-            offer, history = await self._offer(policy, parent, dev, reached, suite)
+            offer, history = await self._offer(policy, parent, dev, reached, suite, sources)
             shown = targets
 
             def compact(failed: list[FailedTask], archived: str) -> list[Message]:
@@ -701,19 +701,28 @@ class ImprovementLoop:
         return Ask(snapshot, parent, model, messages, sources, targets, base)
 
     async def _offer(
-        self, policy: Policy, parent: Version, dev: EvalReport, targets: Targets, suite: Suite
+        self,
+        policy: Policy,
+        parent: Version,
+        dev: EvalReport,
+        targets: Targets,
+        suite: Suite,
+        sources: dict[str, str],
     ) -> tuple[moves.Offer, list[moves.Trial]]:
         """The move this cycle asks for, drawn by Thompson sampling over the moves' dev
         records among those the policy lists and the base allows, with its evidence: the
         base's solved dev tasks (demonstrate), earlier instructions' dev results
-        (instruction). None of the policy's moves possible: an edit, which always is."""
+        (instruction), the components whose symptom its failed dev tasks show and whose
+        program was not tried on ``parent`` (component). None of the policy's moves
+        possible: an edit, which always is."""
         prompt = moves.prompt_constant(targets)
         demos = (
             await anyio.to_thread.run_sync(briefing.demonstrations, dev, suite)
             if prompt is not None
             else []
         )
-        allowed = moves.possible(policy.proposer.moves, prompt, demos)
+        offered = await anyio.to_thread.run_sync(self._components, parent, dev, suite, sources)
+        allowed = moves.possible(policy.proposer.moves, prompt, demos, offered)
         if not allowed:
             log.warning(
                 "none of [proposer] moves %s can be made on this base (no prompt text "
@@ -737,7 +746,26 @@ class ImprovementLoop:
                 )
             )
         log.info("asking for a %s move (records %s)", move, records)
-        return moves.Offer(move, prompt, tuple(demos)), history
+        return moves.Offer(move, prompt, tuple(demos), tuple(offered)), history
+
+    def _components(
+        self, parent: Version, dev: EvalReport, suite: Suite, sources: dict[str, str]
+    ) -> list[components.Evidence]:
+        """The components the base may take: evidence in its failed dev tasks, not in it
+        already, and a program not tried on ``parent`` (blocking)."""
+        file = edit_protocol.component_file(sources)
+        if file is None:
+            return []
+        found = components.evidence(briefing.component_failures(dev, suite), sources[file])
+        self.tried.refresh()
+        return [
+            e
+            for e in found
+            if self.tried.refusal(
+                parent, fingerprint(_encoded(edit_protocol.with_component(sources, e.key)))
+            )
+            is None
+        ]
 
     async def sample(self, ask: Ask) -> intake.Submitted | None:
         """One proposal for ``ask``, with a fresh seed, recorded as a candidate (None: the

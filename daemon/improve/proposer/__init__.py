@@ -4,7 +4,9 @@ Owns: the prompt (``prompt``: harness source, the dev-split report, failed dev t
 archive section), the archive's rendering and selection within a token budget (``archive``,
 over plain :class:`~daemon.improve.proposer.archive.ArchiveEntry` values), the typed edit
 protocol for small models (``edit_protocol``) and its evidence-carrying moves and their
-choice (``moves``: worked examples of solved dev tasks, instructions scored on dev).
+choice (``moves``: worked examples of solved dev tasks, instructions scored on dev), and
+the generic harness components the component move offers with their dev evidence
+(``components``).
 
 The information rule, enforced by the import graph: the lineage-wide bound on false
 promotions holds only if the proposer learns nothing of held-out outcomes beyond "promoted"

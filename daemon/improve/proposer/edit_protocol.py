@@ -13,8 +13,9 @@ statement edit is the model's own code. The operations:
 * ``insert``: one line of code before a statement inside a function.
 
 Besides ``edit``, a reply may make one of the evidence-carrying moves of
-:mod:`~daemon.improve.proposer.moves` (``instruction``, ``demonstrate``); each reply holds
-exactly one move key, and the schema of a cycle allows only the move it asked for.
+:mod:`~daemon.improve.proposer.moves` (``instruction``, ``demonstrate``, ``component``);
+each reply holds exactly one move key, and the schema of a cycle allows only the move it
+asked for.
 
 Larger models keep the free-text protocol (search/replace blocks or unified diffs).
 """
@@ -26,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from daemon.improve.proposer import moves
+from daemon.improve.proposer import components, moves
 from daemon.patches import ParseFailure, PatchRejected, Proposal
 from daemon.patches.diff import parse_unified_diff
 from daemon.patches.operations import (
@@ -147,6 +148,8 @@ def reply_schema(
         return moves.instruction_schema(RATIONALE_CHARS)
     if offer.move == "demonstrate":
         return moves.demonstrate_schema(offer.demos, RATIONALE_CHARS)
+    if offer.move == "component":
+        return components.schema(offer.components, RATIONALE_CHARS)
     return operations_schema(targets, offered)
 
 
@@ -198,7 +201,14 @@ class Demonstrate:
     task_ids: tuple[str, ...]
 
 
-MoveReply = Operation | Instruction | Demonstrate
+@dataclass(frozen=True)
+class ChooseComponent:
+    """The component move: one of the offered components, by name."""
+
+    key: str
+
+
+MoveReply = Operation | Instruction | Demonstrate | ChooseComponent
 
 
 def move_of(reply: MoveReply) -> moves.Move:
@@ -206,6 +216,8 @@ def move_of(reply: MoveReply) -> moves.Move:
         return "instruction"
     if isinstance(reply, Demonstrate):
         return "demonstrate"
+    if isinstance(reply, ChooseComponent):
+        return "component"
     return "edit"
 
 
@@ -222,6 +234,10 @@ def _read_move(data: Any) -> MoveReply:
         if not isinstance(value, str):
             raise TypeError("instruction is not a string")
         return Instruction(value)
+    if keys[0] == "component":
+        if not isinstance(value, str):
+            raise TypeError("component is not a string")
+        return ChooseComponent(value)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise TypeError("demonstrate is not a list of task ids")
     return Demonstrate(tuple(dict.fromkeys(value)))  # a task shown once, in the model's order
@@ -245,7 +261,7 @@ def _forged(text: str) -> PatchRejected:
     )
 
 
-def _move_operation(reply: MoveReply, offer: moves.Offer) -> Operation:
+def _move_operation(reply: Operation | Instruction | Demonstrate, offer: moves.Offer) -> Operation:
     """The reply as an operation on the harness, with the daemon's text for the moves."""
     if isinstance(reply, SetConstant | ReplaceStatement | InsertStatement):
         written = reply.value if isinstance(reply, SetConstant) else reply.code
@@ -290,6 +306,8 @@ def to_proposal(
         return read
     reply, rationale = read
     offer = offer or moves.Offer()
+    if isinstance(reply, ChooseComponent):
+        return _component_proposal(reply, rationale, sources, offer)
     try:
         op = _move_operation(reply, offer)
         if offer.prompt is not None and isinstance(reply, Instruction | Demonstrate):
@@ -301,6 +319,37 @@ def to_proposal(
     diff = render_git_diff({file: sources[file].encode("utf-8")}, {file: new_text.encode("utf-8")})
     edits = tuple(parse_unified_diff(diff)) if diff else ()  # () changes nothing: refused later
     return Proposal(rationale=rationale, edits=edits, format="diff")
+
+
+def component_file(sources: Mapping[str, str]) -> str | None:
+    """The harness file a component is appended to: the one with the primitive it wraps."""
+    return next((f for f in sorted(sources) if components.WRAPPED in sources[f]), None)
+
+
+def with_component(sources: Mapping[str, str], key: str) -> dict[str, str]:
+    """``sources`` with component ``key`` appended to the harness file (unchanged: none)."""
+    file = component_file(sources)
+    if file is None:
+        return dict(sources)
+    return {**sources, file: components.with_component(sources[file], key)}
+
+
+def _component_proposal(
+    reply: ChooseComponent, rationale: str, sources: Mapping[str, str], offer: moves.Offer
+) -> Proposal | PatchRejected:
+    offered = [e.key for e in offer.components]
+    if reply.key not in offered:
+        return PatchRejected(
+            f"component {reply.key!r} was not offered; choose one of {offered or 'none'}"
+        )
+    file = component_file(sources)
+    if file is None:
+        return PatchRejected(f"no harness file defines {components.WRAPPED!r} to wrap")
+    after = with_component(sources, reply.key)
+    diff = render_git_diff(
+        {file: sources[file].encode("utf-8")}, {file: after[file].encode("utf-8")}
+    )
+    return Proposal(rationale=rationale, edits=tuple(parse_unified_diff(diff)), format="diff")
 
 
 def preview(sources: Mapping[str, str], targets: Targets, op: Operation) -> dict[str, str]:

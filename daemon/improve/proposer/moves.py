@@ -1,6 +1,6 @@
 """Moves a small proposer can make that carry evidence, and which one a cycle asks for.
 
-A 135M model's free text is noise, so two of the three moves give it little to write:
+A 135M model's free text is noise, so three of the four moves give it little to write:
 
 * ``edit`` (:mod:`~daemon.improve.proposer.edit_protocol`): one typed operation on a named
   target.
@@ -8,6 +8,9 @@ A 135M model's free text is noise, so two of the three moves give it little to w
   base version solved, by id from an enum of exactly those; the daemon writes each task's
   question and the answer the verifier accepted into the harness's prompt text under
   :data:`EXAMPLES_HEADER`, replacing any earlier examples. The model writes no example text.
+* ``component`` (:mod:`~daemon.improve.proposer.components`): one of the project's generic
+  harness components (drop repeated calls, calls to functions not offered, undeclared
+  arguments, extra calls), chosen by name from those whose symptom failed dev tasks show.
 * ``instruction`` (OPRO / GEPA reflection): the model writes a new instruction text (bounded
   length) for the prompt text constant, shown the failed dev tasks and earlier instruction
   candidates with their dev results, best last. Any examples block is kept as it is; an
@@ -31,10 +34,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from daemon.improve.proposer.components import Evidence
 from daemon.patches.targets import ConstantTarget, Targets
 
-Move = Literal["edit", "instruction", "demonstrate"]
-MOVES: tuple[Move, ...] = ("edit", "instruction", "demonstrate")
+Move = Literal["edit", "instruction", "demonstrate", "component"]
+MOVES: tuple[Move, ...] = ("edit", "instruction", "demonstrate", "component")
 
 # The fixed header of the daemon-written examples block; everything from it on is the block.
 EXAMPLES_HEADER = "Worked examples:"
@@ -83,12 +87,13 @@ class Record:
 
 @dataclass(frozen=True)
 class Offer:
-    """What a cycle's move may use: the prompt text constant it rewrites and the solved dev
-    tasks offered as examples."""
+    """What a cycle's move may use: the prompt text constant it rewrites, the solved dev
+    tasks offered as examples and the components offered with their evidence."""
 
     move: Move = "edit"
     prompt: ConstantTarget | None = None
     demos: tuple[Demo, ...] = ()
+    components: tuple[Evidence, ...] = ()
 
 
 def prompt_constant(targets: Targets) -> ConstantTarget | None:
@@ -103,11 +108,19 @@ def prompt_constant(targets: Targets) -> ConstantTarget | None:
 
 
 def possible(
-    moves: Sequence[Move], prompt: ConstantTarget | None, demos: Sequence[Demo]
+    moves: Sequence[Move],
+    prompt: ConstantTarget | None,
+    demos: Sequence[Demo],
+    components: Sequence[Evidence] = (),
 ) -> list[Move]:
     """The moves of ``moves`` that can be made: instruction and demonstrate need a prompt
-    text constant, demonstrate a solved dev task too."""
-    can = {"edit": True, "instruction": prompt is not None, "demonstrate": bool(prompt and demos)}
+    text constant, demonstrate a solved dev task too, component a component to offer."""
+    can = {
+        "edit": True,
+        "instruction": prompt is not None,
+        "demonstrate": bool(prompt and demos),
+        "component": bool(components),
+    }
     return [m for m in moves if can[m]]
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from daemon.evaluation.report import EvalReport, Split, TaskResult
-from daemon.improve.proposer import edit_protocol, moves
+from daemon.improve.proposer import components, edit_protocol, moves
 from daemon.patches.targets import Targets
 from daemon.providers.base import ChatRequest, Message
 
@@ -198,11 +198,28 @@ def _move_prompt(
     offer: moves.Offer,
     history: list[moves.Trial],
 ) -> list[Message]:
-    """An instruction or demonstrate move's messages: its own system text, the prompt text
-    it rewrites, the dev profile and failures, its evidence, the archive."""
+    """An instruction, demonstrate or component move's messages: its own system text, the
+    prompt text it rewrites (none for a component), the dev profile and failures, its
+    evidence, the archive."""
+    failed = "\n".join(_failure_block(f, COMPACT) for f in failures) or "none"
+    if offer.move == "component":
+        parts = [
+            "# How the current harness did",
+            _profile(dev),
+            "# Failed dev tasks",
+            failed,
+            "# Components you may add",
+            components.section(offer.components),
+            "# Earlier proposals and what came of them",
+            archive,
+            "Choose the component now.",
+        ]
+        return [
+            Message(role="system", content=components.SYSTEM),
+            Message(role="user", content="\n\n".join(parts)),
+        ]
     if offer.prompt is None:
         raise ValueError(f"the {offer.move} move needs a prompt text constant")
-    failed = "\n".join(_failure_block(f, COMPACT) for f in failures) or "none"
     if offer.move == "instruction":
         system, ask = moves.INSTRUCTION_SYSTEM, "Write the new instruction now."
         evidence = ["# Earlier instructions and their dev results", moves.history_section(history)]

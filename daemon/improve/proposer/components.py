@@ -1,0 +1,245 @@
+"""The component move: one of the daemon's generic harness components, chosen on dev evidence.
+
+A 135M proposer cannot write a function, but the failures it is shown often have a cause a
+few lines of generic harness code remove: the model repeats one call, names a function the
+task did not offer, adds an argument the function does not declare, or makes several calls
+where the task wanted one. Each component here is such a change, written once by the
+project as a wrapper of one of the seed's primitives (``answer``), appended to the harness
+so that it applies to any version that still has the primitive. Like DSPy's modules, the
+proposer composes what it cannot write; what it chooses is which, from evidence.
+
+The evidence is the daemon's, from the base's dev report only: for each component, how many
+failed dev tasks show the symptom it removes (:func:`evidence`). Only components with some
+evidence, not already in the base (each carries a marker line) and whose program was not
+tried on the base are offered, and the reply's grammar is an enum of exactly those. The
+patch that results is an ordinary patch: every gate judges it (a component that removes no
+failure changes nothing on dev and is stopped there; one that hurts fails the dev screen).
+
+Task-independent by construction: no component reads a task's question or names a task,
+suite or value; each transforms the calls the model made, using only the task's own tool
+schemas.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MARKER = "# harnessd component: "
+WRAPPED = "def answer(task, state):"  # the seed's primitive every component wraps
+
+
+def _calls(output: Any) -> list[dict[str, Any]] | None:
+    """``output`` as a list of calls with dict arguments (None: not a function-call answer)."""
+    if not isinstance(output, list):
+        return None
+    calls = [c for c in output if isinstance(c, dict) and isinstance(c.get("name"), str)]
+    return calls if len(calls) == len(output) else None
+
+
+def _tools(tools: Sequence[Mapping[str, Any]]) -> dict[str, set[str]]:
+    """Each offered tool's declared parameter names."""
+    out: dict[str, set[str]] = {}
+    for tool in tools:
+        props = (tool.get("parameters") or {}).get("properties") or {}
+        out[str(tool.get("name"))] = set(props)
+    return out
+
+
+def _repeats(calls: list[dict[str, Any]], tools: dict[str, set[str]], expected: int) -> bool:
+    keys = [json.dumps(c, sort_keys=True, default=str) for c in calls]
+    return len(set(keys)) < len(keys)
+
+
+def _unoffered(calls: list[dict[str, Any]], tools: dict[str, set[str]], expected: int) -> bool:
+    return any(c["name"] not in tools for c in calls)
+
+
+def _undeclared(calls: list[dict[str, Any]], tools: dict[str, set[str]], expected: int) -> bool:
+    return any(
+        isinstance(c.get("arguments"), dict) and set(c["arguments"]) - tools.get(c["name"], set())
+        for c in calls
+        if c["name"] in tools
+    )
+
+
+def _too_many(calls: list[dict[str, Any]], tools: dict[str, set[str]], expected: int) -> bool:
+    return expected == 1 and len(calls) > 1
+
+
+Symptom = Callable[[list[dict[str, Any]], dict[str, set[str]], int], bool]
+
+
+@dataclass(frozen=True)
+class Component:
+    key: str
+    summary: str  # what it does, for the proposer
+    symptom: Symptom  # does a failed dev task's answer show what it removes?
+    code: str  # appended to harness.py (after the marker line)
+
+    def text(self) -> str:
+        return f"{MARKER}{self.key}\n{self.code.strip()}\n"
+
+
+COMPONENTS: tuple[Component, ...] = (
+    Component(
+        "unique_calls",
+        "drop exact repeats of a function call (the first is kept)",
+        _repeats,
+        '''
+_answer_before_unique_calls = answer
+
+
+def answer(task, state):
+    """The answer without exact repeats of a call."""
+    output = _answer_before_unique_calls(task, state)
+    if isinstance(output, list):
+        output = list({json.dumps(c, sort_keys=True): c for c in output}.values())
+    return output
+''',
+    ),
+    Component(
+        "offered_tools_only",
+        "drop calls to functions the task did not offer",
+        _unoffered,
+        '''
+_answer_before_offered_tools_only = answer
+
+
+def answer(task, state):
+    """The answer without calls to functions the task did not offer."""
+    output = _answer_before_offered_tools_only(task, state)
+    if isinstance(output, list):
+        offered = {tool["name"] for tool in task["tools"]}
+        output = [call for call in output if call["name"] in offered]
+    return output
+''',
+    ),
+    Component(
+        "declared_arguments_only",
+        "drop arguments a called function does not declare",
+        _undeclared,
+        '''
+_answer_before_declared_arguments_only = answer
+
+
+def answer(task, state):
+    """The answer without arguments the called function does not declare."""
+    output = _answer_before_declared_arguments_only(task, state)
+    if isinstance(output, list):
+        declared = {
+            tool["name"]: set((tool.get("parameters") or {}).get("properties") or {})
+            for tool in task["tools"]
+        }
+        output = [
+            {
+                "name": call["name"],
+                "arguments": {
+                    k: v
+                    for k, v in call["arguments"].items()
+                    if k in declared.get(call["name"], call["arguments"])
+                },
+            }
+            for call in output
+        ]
+    return output
+''',
+    ),
+    Component(
+        "first_call_only",
+        "keep only the first function call (for tasks that want exactly one)",
+        _too_many,
+        '''
+_answer_before_first_call_only = answer
+
+
+def answer(task, state):
+    """The answer's first call only."""
+    output = _answer_before_first_call_only(task, state)
+    if isinstance(output, list):
+        output = output[:1]
+    return output
+''',
+    ),
+)
+BY_KEY = {c.key: c for c in COMPONENTS}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A component the move may offer, and how many failed dev tasks show its symptom."""
+
+    key: str
+    summary: str
+    failed_tasks: int
+
+
+@dataclass(frozen=True)
+class FailedAnswer:
+    """A failed dev task as the evidence reads it: the harness's answer, the task's tools
+    (as the harness saw them) and how many calls the verifier expected (0: not known)."""
+
+    output: Any
+    tools: Sequence[Mapping[str, Any]]
+    expected_calls: int
+
+
+def present(source: str) -> set[str]:
+    """The components already in a harness file (by their marker lines)."""
+    return {line[len(MARKER) :].strip() for line in source.splitlines() if line.startswith(MARKER)}
+
+
+def evidence(failed: Sequence[FailedAnswer], source: str) -> list[Evidence]:
+    """The components a base whose harness file is ``source`` may take, with the failed dev
+    tasks that show each one's symptom; those with none, or already present, or with no
+    ``answer`` primitive to wrap, are left out."""
+    if WRAPPED not in source:
+        return []
+    have = present(source)
+    out = []
+    for c in COMPONENTS:
+        if c.key in have:
+            continue
+        count = 0
+        for f in failed:
+            calls = _calls(f.output)
+            if calls is not None and c.symptom(calls, _tools(f.tools), f.expected_calls):
+                count += 1
+        if count:
+            out.append(Evidence(c.key, c.summary, count))
+    return out
+
+
+def with_component(source: str, key: str) -> str:
+    """``source`` (a harness file) with component ``key`` appended."""
+    return source.rstrip("\n") + "\n\n\n" + BY_KEY[key].text()
+
+
+SYSTEM = """\
+You improve an agent harness by adding ONE of the daemon's components: small, generic pieces
+of harness code. You see each component with how many failed development tasks show the
+problem it removes, and the failed tasks themselves. Choose the component that would fix the
+most failures without breaking solved tasks. Reply with JSON:
+
+{"component": NAME, "rationale": WHY}"""
+
+
+def schema(offered: Sequence[Evidence], rationale_chars: int) -> dict[str, Any]:
+    """Only the offered components' names: the grammar lets nothing else through."""
+    return {
+        "type": "object",
+        "properties": {
+            "component": {"enum": [e.key for e in offered]},
+            "rationale": {"type": "string", "maxLength": rationale_chars},
+        },
+        "required": ["component", "rationale"],
+    }
+
+
+def section(offered: Sequence[Evidence]) -> str:
+    lines = [
+        f"- {e.key}: {e.summary} (failed dev tasks showing it: {e.failed_tasks})" for e in offered
+    ]
+    return "\n".join(lines) or "none"

@@ -1,0 +1,143 @@
+"""The component move: which components a base is offered (evidence from failed dev tasks,
+not present, a primitive to wrap), what each does to an answer once appended to the seed,
+and how a reply becomes a patch (only offered components; the grammar names only those)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from daemon.improve.proposer import components, edit_protocol, moves
+from daemon.improve.proposer.components import COMPONENTS, FailedAnswer, evidence
+from daemon.patches import PatchRejected, Proposal
+from daemon.patches.apply import apply_edits
+from daemon.patches.targets import Targets, find_targets
+
+SEED = Path(__file__).resolve().parents[2] / "seeds" / "minimal" / "harness.py"
+TOOLS = [
+    {
+        "name": "area",
+        "description": "Area of a rectangle.",
+        "parameters": {
+            "type": "object",
+            "properties": {"width": {"type": "number"}, "height": {"type": "number"}},
+            "required": ["width", "height"],
+        },
+    },
+    {"name": "volume", "description": "Volume.", "parameters": {"type": "object"}},
+]
+RIGHT = {"name": "area", "arguments": {"width": 2, "height": 3}}
+
+
+def _failed(output: Any, expected: int = 1) -> FailedAnswer:
+    return FailedAnswer(output, TOOLS, expected)
+
+
+def _keys(found: list[components.Evidence]) -> dict[str, int]:
+    return {e.key: e.failed_tasks for e in found}
+
+
+@pytest.mark.unit
+def test_each_component_is_offered_only_where_a_failed_dev_task_shows_its_symptom() -> None:
+    seed = SEED.read_text()
+    assert _keys(evidence([_failed([RIGHT])], seed)) == {}
+    assert _keys(evidence([_failed([RIGHT, RIGHT]), _failed([RIGHT, RIGHT])], seed)) == {
+        "unique_calls": 2,
+        "first_call_only": 2,
+    }
+    ghost = {"name": "perimeter", "arguments": {}}
+    assert _keys(evidence([_failed([RIGHT, ghost])], seed)) == {
+        "offered_tools_only": 1,
+        "first_call_only": 1,
+    }
+    extra = {"name": "area", "arguments": {"width": 2, "height": 3, "unit": "m"}}
+    assert _keys(evidence([_failed([extra], expected=0)], seed)) == {"declared_arguments_only": 1}
+    # Not function calls (code, text): no component's symptom.
+    assert evidence([_failed("def f(): pass"), _failed(None)], seed) == []
+
+
+@pytest.mark.unit
+def test_a_component_already_in_the_base_or_nothing_to_wrap_is_not_offered() -> None:
+    seed = SEED.read_text()
+    repeated = [_failed([RIGHT, RIGHT])]
+    with_it = components.with_component(seed, "unique_calls")
+    assert components.present(with_it) == {"unique_calls"}
+    assert _keys(evidence(repeated, with_it)) == {"first_call_only": 1}
+    wrapped_away = seed.replace("def answer(task, state):", "def final(task, state):")
+    assert evidence(repeated, wrapped_away) == []
+
+
+def _answer_with(keys: list[str], output: Any, tools: list[dict[str, Any]] = TOOLS) -> Any:
+    """The seed's ``answer`` after appending ``keys``, run on ``output`` (our own code: the
+    seed and the project's components)."""
+    source = SEED.read_text()
+    for key in keys:
+        source = components.with_component(source, key)
+    scope: dict[str, Any] = {}
+    exec(compile(source, "harness.py", "exec"), scope)
+
+    state = SimpleNamespace(calls=output, reply={"content": ""})
+    return scope["answer"]({"kind": "function_call", "tools": tools}, state)
+
+
+@pytest.mark.unit
+def test_each_component_changes_the_answer_as_it_says_and_they_compose() -> None:
+    ghost = {"name": "perimeter", "arguments": {"side": 1}}
+    extra = {"name": "area", "arguments": {"width": 2, "height": 3, "unit": "m"}}
+    other = {"name": "volume", "arguments": {"side": 1}}
+    assert _answer_with(["unique_calls"], [RIGHT, RIGHT, other, RIGHT]) == [RIGHT, other]
+    assert _answer_with(["offered_tools_only"], [ghost, RIGHT]) == [RIGHT]
+    # "volume" declares no properties: its arguments are dropped; area keeps its own.
+    assert _answer_with(["declared_arguments_only"], [extra, other]) == [
+        RIGHT,
+        {"name": "volume", "arguments": {}},
+    ]
+    assert _answer_with(["first_call_only"], [RIGHT, other]) == [RIGHT]
+    every = [c.key for c in COMPONENTS]
+    assert _answer_with(every, [ghost, extra, extra, other]) == [RIGHT]
+    # A code or text task's answer is left alone.
+    source = components.with_component(SEED.read_text(), "unique_calls")
+    scope: dict[str, Any] = {}
+    exec(compile(source, "harness.py", "exec"), scope)
+
+    state = SimpleNamespace(calls=[], reply={"content": "```python\ndef f():\n    return 1\n```"})
+    assert scope["answer"]({"kind": "code", "tools": []}, state) == "def f():\n    return 1\n"
+
+
+@pytest.mark.unit
+def test_no_component_names_a_task_a_suite_or_a_value() -> None:
+    """Generic by construction: what a component reads is the task's kind and tools and
+    the calls the model made, never a question, an id or a suite."""
+    for c in COMPONENTS:
+        assert not re.search(r"prompt|question|\bid\b|bfcl|humaneval|simple_", c.code), c.key
+        assert 'task["' not in c.code.replace('task["tools"]', "")
+
+
+@pytest.mark.unit
+def test_a_component_reply_becomes_a_patch_only_for_an_offered_component() -> None:
+    sources = {"harness.py": SEED.read_text()}
+    found = evidence([_failed([RIGHT, RIGHT])], sources["harness.py"])
+    offer = moves.Offer("component", components=tuple(found))
+    schema = edit_protocol.reply_schema(edit_protocol_targets(sources), offer)
+    assert schema["properties"]["component"]["enum"] == ["unique_calls", "first_call_only"]
+    reply = json.dumps({"component": "unique_calls", "rationale": "the model repeats calls"})
+    made = edit_protocol.to_proposal(reply, sources, edit_protocol_targets(sources), offer)
+    assert isinstance(made, Proposal) and made.rationale == "the model repeats calls"
+    after = apply_edits({"harness.py": sources["harness.py"].encode()}, made.edits)
+    assert (after["harness.py"] or b"").decode() == components.with_component(
+        sources["harness.py"], "unique_calls"
+    )
+    not_offered = json.dumps({"component": "offered_tools_only", "rationale": "x"})
+    refused = edit_protocol.to_proposal(not_offered, sources, edit_protocol_targets(sources), offer)
+    assert isinstance(refused, PatchRejected) and "was not offered" in str(refused)
+    assert moves.possible(["component"], None, [], found) == ["component"]
+    assert moves.possible(["component"], None, [], []) == []
+
+
+def edit_protocol_targets(sources: dict[str, str]) -> Targets:
+    return find_targets(sources)
