@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
 """The loop's pace on the README's main command: a fresh daemon (``harnessd serve``, the
-default policy, the embedded default model), unattended for ``--minutes``, with a real
-improvement (``scripts/demo/improve.patch``) proposed by ``harnessctl propose`` right at
-start. Or, with ``--state DIR`` and no run, the same figures from an earlier run's state.
+default policy, the embedded default model), unattended for ``--minutes`` with no patch
+submitted (with ``--demo-patch``, a real improvement, ``scripts/demo/improve.patch``, is
+proposed by ``harnessctl propose`` right at start). Or, with ``--state DIR`` and no run, the
+same figures from an earlier run's state.
 
 Figures, from the state dir's events and evaluations: minutes from start to the first
 held-out verdict, held-out verdicts per hour, held-out slots spent on no-ops (candidates
 whose dev behaviour equals their parent's on every dev task, by the pipeline's own
 ``changed_tasks``), candidates stopped with "no observable change on dev" (slots saved),
-promotions (and how many of them were the loop's own proposals), the held-out stage's wall
+promotions (and how many of them were the loop's own proposals), the loop's proposals
+stopped at the static stage (parse or static: no usable patch, does not apply or compile,
+a program tried before) and their share, each promotion's replication on fresh copies
+(gain and interval beside the test's), the held-out stage's wall
 seconds per paired task (how fast the machine ran the tests), and the load average at
 start and end and the share of CPU time the hypervisor stole (the machine is shared:
 report both).
 
-Usage: .venv/bin/python scripts/bench/loop_pace.py [--minutes 60] [--workdir DIR]
+Usage: .venv/bin/python scripts/bench/loop_pace.py [--minutes 60] [--workdir DIR] [--demo-patch]
        .venv/bin/python scripts/bench/loop_pace.py --state DIR    # figures only
 """
 
@@ -50,6 +54,16 @@ def _dev_report(db: sqlite3.Connection, column: str, value: int) -> Any:
         (value,),
     ).fetchone()
     return None if row is None else stored_report(row[0])
+
+
+def _rows(db: sqlite3.Connection, sql: str) -> list[sqlite3.Row]:
+    db.row_factory = sqlite3.Row
+    try:
+        return list(db.execute(sql))
+    except sqlite3.OperationalError:  # a state dir from before the table existed
+        return []
+    finally:
+        db.row_factory = None
 
 
 def figures(state: Path) -> dict[str, Any]:
@@ -94,6 +108,23 @@ def figures(state: Path) -> dict[str, Any]:
         db.execute("SELECT source FROM candidates WHERE id = ?", (cid,)).fetchone()[0]
         for cid in promoted
     ]
+    own = db.execute(
+        "SELECT COUNT(*), SUM(stage IN (?, ?)) FROM candidates "
+        "WHERE source = ? AND verdict IS NOT NULL",
+        (Stage.PARSE.value, Stage.STATIC.value, CandidateSource.PROPOSER.value),
+    ).fetchone()
+    decided, static = own[0], own[1] or 0
+    replications = [
+        {
+            "candidate": r["candidate_id"],
+            "state": r["state"],
+            "replicated": None
+            if r["n"] is None
+            else {"gain": r["gain"], "low": r["low"], "high": r["high"], "n": r["n"]},
+            "test": json.loads(r["test"]) if r["test"] else None,
+        }
+        for r in _rows(db, "SELECT * FROM replications ORDER BY candidate_id")
+    ]
     return {
         "minutes_run": round((end - start) / 60, 1),
         "minutes_to_first_heldout_verdict": (
@@ -106,12 +137,16 @@ def figures(state: Path) -> dict[str, Any]:
         "stopped_no_change_on_dev": saved,
         "promotions": len(promoted),
         "promotions_of_the_loops_own_proposals": sources.count(CandidateSource.PROPOSER),
+        "proposals_decided": decided,
+        "proposals_stopped_at_static": static,
+        "static_stop_share": round(static / decided, 3) if decided else None,
+        "replications": replications,
         "heldout_seconds_per_paired_task": round(span / tasks, 1) if tasks else None,
         "candidates": db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0],
     }
 
 
-def run(minutes: float, work: Path) -> Path:
+def run(minutes: float, work: Path, demo_patch: bool) -> Path:
     """A fresh daemon in ``work`` for ``minutes``; returns its state dir."""
     state = work / "state"
     config = work / "harnessd.toml"
@@ -137,9 +172,12 @@ def run(minutes: float, work: Path) -> Path:
             if subprocess.run([*ctl, "status"], capture_output=True, env=env).returncode == 0:
                 break
             time.sleep(1)
-        patch = ROOT / "scripts" / "demo" / "improve.patch"
-        out = subprocess.run([*ctl, "propose", str(patch)], capture_output=True, text=True, env=env)
-        print(out.stdout.splitlines()[0] if out.stdout else out.stderr, flush=True)
+        if demo_patch:
+            patch = ROOT / "scripts" / "demo" / "improve.patch"
+            out = subprocess.run(
+                [*ctl, "propose", str(patch)], capture_output=True, text=True, env=env
+            )
+            print(out.stdout.splitlines()[0] if out.stdout else out.stderr, flush=True)
         deadline = time.monotonic() + 60 * minutes
         while time.monotonic() < deadline and daemon.poll() is None:
             time.sleep(30)
@@ -159,6 +197,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--workdir", type=Path, help="default: a fresh directory under /tmp")
+    parser.add_argument(
+        "--demo-patch", action="store_true", help="propose scripts/demo/improve.patch at start"
+    )
     parser.add_argument("--state", type=Path, help="only compute the figures of this state dir")
     args = parser.parse_args()
     if args.state is not None:
@@ -166,7 +207,7 @@ def main() -> int:
     else:
         work = args.workdir or Path(tempfile.mkdtemp(prefix="harnessd-pace-"))
         work.mkdir(parents=True, exist_ok=True)
-        state = run(args.minutes, work)
+        state = run(args.minutes, work, args.demo_patch)
     print(json.dumps(figures(state), indent=2))
     return 0
 
