@@ -35,11 +35,11 @@ async def test_a_pointer_table_of_the_public_tasks_is_rejected_on_their_copies(
     )
     assert verdict.decision != "accept", verdict
     assert lineage.current().name == "v0001"
-    # Dev tasks are copies too, so the table finds nothing there either: stopped on dev
-    # as a change that changes nothing, or, where a dev copy kept its question, on held-out
-    # with no accuracy gain.
+    # Dev tasks are copies too, so the table fits them no better: stopped on dev (it changes
+    # nothing there, or its pointers mislead on a copy that kept its question), or else on
+    # held-out with no accuracy gain.
     accuracy = gate(verdict, "accuracy")
-    assert "dev_change" in verdict.failed or not accuracy.passed, verdict
+    assert verdict.stage == "dev" or not accuracy.passed, verdict
 
 
 @pytest.mark.timeout(1200)
