@@ -20,8 +20,8 @@ import secrets
 import shutil
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -757,6 +757,13 @@ class ImprovementLoop:
         if file is None:
             return []
         found = components.evidence(briefing.component_failures(dev, suite), sources[file])
+        return self._untried(parent, sources, found)
+
+    def _untried(
+        self, parent: Version, sources: dict[str, str], found: Sequence[components.Evidence]
+    ) -> list[components.Evidence]:
+        """Those of ``found`` whose program (``sources`` with the component) was not tried
+        on ``parent``, this cycle's earlier samples included (blocking)."""
         self.tried.refresh()
         return [
             e
@@ -769,8 +776,17 @@ class ImprovementLoop:
 
     async def sample(self, ask: Ask) -> intake.Submitted | None:
         """One proposal for ``ask``, with a fresh seed, recorded as a candidate (None: the
-        proposer's budget refused it)."""
+        proposer's budget refused it, or a component move has no untried component left:
+        each would only be a duplicate)."""
         policy = ask.snapshot.policy.proposer
+        if ask.offer.move == "component":
+            fresh = await anyio.to_thread.run_sync(
+                self._untried, ask.parent, ask.sources, ask.offer.components
+            )
+            if not fresh:
+                log.info("every component offered this cycle is proposed already")
+                return None
+            ask = replace(ask, offer=replace(ask.offer, components=tuple(fresh)))
         schema = None
         if ask.targets is not None:
             schema = await anyio.to_thread.run_sync(

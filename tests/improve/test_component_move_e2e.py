@@ -152,3 +152,29 @@ async def test_a_component_is_promoted_where_it_removes_failures_and_only_there(
         assert "accuracy" in verdict.failed, verdict
         assert live.name == "v0001"
         assert records["component"].wins == 0
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.anyio
+async def test_samples_of_a_component_move_stop_when_every_offered_one_is_proposed(
+    runtime_factory: Any, tmp_path: Path, asset_cache: Path
+) -> None:
+    """Two components have evidence; six samples ask for them: two candidates, no
+    duplicate stopped at the static stage (the enum shrinks as they are proposed)."""
+    solver, _ = _world(asset_cache, tmp_path, True)
+    proposer = tmp_path / "first_offered.toml"
+    # Whatever is offered, the first: "unique_calls", then "first_call_only".
+    replies = [json.dumps({"component": k, "rationale": "r"}) for k in components.BY_KEY]
+    proposer.write_text(
+        'mode = "sequence"\nafter_last = "repeat_last"\n\n'
+        f"[[replies]]\ncontent = {json.dumps(replies[0])}\n\n"
+        f"[[replies]]\ncontent = {json.dumps(replies[3])}\n"
+    )
+    policy = _policy(solver, proposer).replace("samples = 1", "samples = 6\ndev_pool = 3")
+    async with runtime_factory(policy) as rt:
+        lineage = Lineage(rt.store, tmp_path / "harnesses")
+        lineage.init_seed(SEED)
+        await ImprovementLoop(rt, lineage, LoopControl()).cycle()
+        cands = lineage.candidates()
+    assert sorted(c.id for c in cands) == [1, 2], cands
+    assert all(c.duplicate_of is None for c in cands), cands
