@@ -18,6 +18,7 @@ from daemon.errors import ConfigError
 from daemon.evaluation.report import CoverageReport, EvalReport, TaskResult, build_report
 from daemon.improve import briefing
 from daemon.improve.proposer import edit_protocol, moves
+from daemon.improve.proposer.components import Evidence
 from daemon.improve.proposer.moves import Demo, Offer, Record, Trial
 from daemon.improve.proposer.prompt import build_prompt
 from daemon.patches import ParseFailure, PatchRejected, Proposal, apply_proposal
@@ -41,7 +42,8 @@ DEMOS = (
 
 
 def _offer(move: moves.Move) -> Offer:
-    return Offer(move, PROMPT, DEMOS)
+    offered = (Evidence("unique_calls", "drop exact repeats of a call", 2),)
+    return Offer(move, PROMPT, DEMOS, offered)
 
 
 def _instructions(reply: str, offer: Offer, scratch: Path) -> str:
@@ -149,6 +151,7 @@ def test_each_move_schema_allows_only_that_move() -> None:
         "edit": {"edit", "rationale"},
         "instruction": {"instruction", "rationale"},
         "demonstrate": {"demonstrate", "rationale"},
+        "component": {"component", "rationale"},
     }
     limit = edit_protocol.reply_schema(TARGETS, _offer("instruction"))["properties"]["instruction"]
     assert limit == {"type": "string", "maxLength": moves.INSTRUCTION_CHARS}
@@ -202,7 +205,12 @@ def test_only_solved_dev_tasks_are_offered_and_nothing_held_out_reaches_the_prop
 
 def test_thompson_sampling_favours_the_move_that_won_and_skips_impossible_ones() -> None:
     rng = random.Random(7)
-    records = {"edit": Record(0, 12), "instruction": Record(6, 1), "demonstrate": Record(0, 0)}
+    records = {
+        "edit": Record(0, 12),
+        "instruction": Record(6, 1),
+        "demonstrate": Record(0, 0),
+        "component": Record(0, 12),
+    }
     drawn = Counter(moves.choose_move(list(moves.MOVES), records, rng) for _ in range(400))
     assert drawn["instruction"] > 300 and drawn["edit"] < 20
     # Without records every move gets drawn.
@@ -234,7 +242,7 @@ def test_instruction_history_is_shown_best_last_with_dev_results_only() -> None:
 
 
 def test_moves_policy_is_validated(tmp_path: Path) -> None:
-    assert ProposerPolicy().moves == ["edit", "instruction", "demonstrate"]
+    assert ProposerPolicy().moves == ["edit", "instruction", "demonstrate", "component"]
     assert ProposerPolicy(moves=["demonstrate"]).moves == ["demonstrate"]
     for bad, words in (("[]", "moves is empty"), ('["edit", "guess"]', "moves")):
         path = tmp_path / "p.toml"
@@ -245,7 +253,7 @@ def test_moves_policy_is_validated(tmp_path: Path) -> None:
 
 
 def test_the_moves_schemas_are_ones_llama_cpp_turns_into_grammars() -> None:
-    for move in ("instruction", "demonstrate"):
+    for move in ("instruction", "demonstrate", "component"):
         schema = edit_protocol.reply_schema(TARGETS, _offer(move))
         assert "root ::=" in json_schema_to_gbnf(json.dumps(schema))
 
