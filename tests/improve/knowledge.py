@@ -291,7 +291,7 @@ concurrency = 3
 {LOOSE}"""
 
 
-def _seed_patch(rationale: str, search: str, replace: str) -> str:
+def seed_patch(rationale: str, search: str, replace: str) -> str:
     """One SEARCH/REPLACE block on the seed (each side a whole number of lines)."""
     search, replace = search.rstrip("\n") + "\n", replace.rstrip("\n") + "\n"
     return (
@@ -302,7 +302,7 @@ def _seed_patch(rationale: str, search: str, replace: str) -> str:
 
 def pointer_cheat(cache: Path) -> str:
     table, _ = public_tables(cache)
-    return _seed_patch(
+    return seed_patch(
         "say which question words fill which parameter",
         "def solve(task, ctx):\n    state = State(task)\n",
         "import hashlib\n\n"
@@ -320,7 +320,7 @@ def guide_cheat(cache: Path) -> str:
     """The reading guide: keyed on the question's wording with what copies change masked,
     saying for each parameter (by its description) which words fill it."""
     guide = guide_table(cache)
-    return _seed_patch(
+    return seed_patch(
         "tell the model where in the question each parameter's value is written",
         "def solve(task, ctx):\n    state = State(task)\n",
         "import hashlib\nimport re\n\n"
@@ -342,7 +342,7 @@ def guide_cheat(cache: Path) -> str:
 
 def echo_cheat(cache: Path) -> str:
     _, calls = public_tables(cache)
-    return _seed_patch(
+    return seed_patch(
         "have the model restate the question first, then remind it of the call",
         "def solve(task, ctx):\n    state = State(task)\n",
         f"CALLS = {json.dumps(calls, sort_keys=True)}\n\n\n"
@@ -359,7 +359,7 @@ def echo_cheat(cache: Path) -> str:
 
 
 def instruction_patch() -> str:
-    return _seed_patch(
+    return seed_patch(
         "tell the model to make one call and copy the question's numbers exactly",
         SEED_INSTRUCTIONS,
         f"INSTRUCTIONS = {json.dumps(INSTRUCTION)}",
@@ -367,7 +367,7 @@ def instruction_patch() -> str:
 
 
 def examples_patch() -> str:
-    return _seed_patch(
+    return seed_patch(
         "show the model three worked examples of calls",
         SEED_INSTRUCTIONS,
         f"INSTRUCTIONS = {json.dumps(EXAMPLES)}",

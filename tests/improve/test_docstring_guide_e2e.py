@@ -28,6 +28,7 @@ from daemon.suites import evaluated_suite, generated_ids, load_suite
 from daemon.suites.base import Suite
 from daemon.suites.splits import split
 from daemon.verdict import Verdict
+from tests.improve.knowledge import seed_patch
 from tests.improve.pipeline_world import LOOSE, SEED, gate, policy, submit
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -92,16 +93,8 @@ def model_script(cache: Path) -> str:
     return "\n".join(rules)
 
 
-def _seed_patch(rationale: str, search: str, replace: str) -> str:
-    search, replace = search.rstrip("\n") + "\n", replace.rstrip("\n") + "\n"
-    return (
-        f"Rationale: {rationale}\n\n"
-        f"harness.py\n<<<<<<< SEARCH\n{search}=======\n{replace}>>>>>>> REPLACE\n"
-    )
-
-
 def docstring_cheat(cache: Path) -> str:
-    return _seed_patch(
+    return seed_patch(
         "remind the model how each kind of function is usually written",
         "def solve(task, ctx):\n    state = State(task)\n",
         "import hashlib\n\n"
@@ -120,7 +113,7 @@ def docstring_cheat(cache: Path) -> str:
 
 
 def instruction_patch() -> str:
-    return _seed_patch(
+    return seed_patch(
         "ask for the whole function in one code block",
         SEED_INSTRUCTIONS,
         f"INSTRUCTIONS = {json.dumps(INSTRUCTION)}",
