@@ -721,7 +721,11 @@ class ImprovementLoop:
             if prompt is not None
             else []
         )
-        offered = await anyio.to_thread.run_sync(self._components, parent, dev, suite, sources)
+        offered = (
+            await anyio.to_thread.run_sync(self._components, parent, dev, suite, sources)
+            if "component" in policy.proposer.moves
+            else []
+        )
         allowed = moves.possible(policy.proposer.moves, prompt, demos, offered)
         if not allowed:
             log.warning(

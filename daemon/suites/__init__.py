@@ -252,7 +252,10 @@ def evaluation_copies(
     elif isinstance(suite, MixedSuite):
         dev, held = suite.dev, suite.heldout
         if isinstance(dev, BfclSuite | HumanEvalSuite):
-            dev = _with_evidence(dev, [_inner(splits.dev, DEV_PREFIX)], seed, generated_share)
+            # A seed of its own: where the two members share public tasks, a task in both
+            # splits must not be the same copy on both sides.
+            dev_seed = f"{seed}\0dev-member"
+            dev = _with_evidence(dev, [_inner(splits.dev, DEV_PREFIX)], dev_seed, generated_share)
         if isinstance(held, BfclSuite | HumanEvalSuite):
             held = _with_evidence(
                 held, [_inner(splits.heldout, HELDOUT_PREFIX)], seed, generated_share

@@ -12,8 +12,11 @@ candidates, and submits in turn:
 5. ``memorised``: carry BFCL simple's public answers; 6. the same for HumanEval's solutions.
 
 With ``--deep`` it then loosens the static screen in the policy file (the daemon applies the
-edit) and submits the BFCL table cut into short literals: provenance rejects it; then with
-provenance off too: the decoy rejects it.
+edit) and submits the BFCL table cut into short literals, then turns provenance off too. On
+the default policy every task, dev and held-out, is a counterfactual copy or a generated
+task, so a table of the public answers fits none and these stop at the dev stage; each
+defence alone on the public tasks (provenance, then the decoy) is shown by
+``tests/improve/test_modelfree_e2e.py`` with ``counterfactual = false``.
 
 Each verdict (every gate's measured value, threshold and test, the held-out tasks used) is
 printed and written to ``WORKDIR/summary.md``. A full run takes hours on two cores: the seed

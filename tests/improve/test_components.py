@@ -141,3 +141,34 @@ def test_a_component_reply_becomes_a_patch_only_for_an_offered_component() -> No
 
 def edit_protocol_targets(sources: dict[str, str]) -> Targets:
     return find_targets(sources)
+
+
+@pytest.mark.unit
+def test_only_a_top_level_answer_is_wrapped() -> None:
+    seed = SEED.read_text()
+    renamed = seed.replace("def answer(task, state):", "def final(task, state):")
+    for source in (
+        renamed + "\nclass Helper:\n    def answer(task, state):\n        return None\n",
+        renamed + '\nNOTE = """def answer(task, state):"""\n',
+        "def answer(task, state:\n",  # does not parse
+    ):
+        assert not components.wraps(source)
+        assert evidence([_failed([RIGHT, RIGHT])], source) == []
+        sources = {"harness.py": source}
+        reply = json.dumps({"component": "unique_calls", "rationale": "r"})
+        offer = moves.Offer("component", components=(components.Evidence("unique_calls", "", 1),))
+        made = edit_protocol.to_proposal(reply, sources, Targets((), ()), offer)
+        assert isinstance(made, PatchRejected) and "answer(task, state)" in str(made)
+
+
+@pytest.mark.unit
+def test_components_leave_what_is_not_a_call_alone() -> None:
+    """A model's odd output (no name, arguments as text, a bare string) passes through
+    every component without an error; a call naming no offered function is dropped."""
+    odd = ["text", {"name": "area", "arguments": "width=2"}, None]
+    every = [c.key for c in COMPONENTS if c.key != "first_call_only"]
+    nameless = {"arguments": {"x": 1}}
+    assert _answer_with(every, [*odd, nameless, RIGHT, RIGHT]) == [*odd, RIGHT]
+    assert _answer_with(["unique_calls"], [{"name": "area", "arguments": {"w": {1, 2}}}] * 2) == [
+        {"name": "area", "arguments": {"w": {1, 2}}}
+    ]

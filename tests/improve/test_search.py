@@ -110,7 +110,7 @@ def test_thompson_builds_on_the_candidate_that_did_better_on_dev() -> None:
     assert picks.count(3) > 250  # the near-miss that solved more is usually built on
     assert picks.count(None) > 10  # the live version stays in the running
     assert picks.count(4) == 0  # worse on dev than the live version: no stepping stone
-    many = [live, *(Node(10 + i, 2, 8) for i in range(12))]
+    many = [live, *(Node(10 + i, 2, 8) for i in range(6)), *(Node(20 + i, 3, 8) for i in range(6))]
     assert {choose_base(many, "thompson", rng).candidate_id for _ in range(200)} == {None}
     assert {choose_base([live, good], "live", rng).candidate_id for _ in range(50)} == {None}
     with pytest.raises(ValueError, match="live version"):

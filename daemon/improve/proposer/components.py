@@ -22,13 +22,13 @@ schemas.
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 MARKER = "# harnessd component: "
-WRAPPED = "def answer(task, state):"  # the seed's primitive every component wraps
 
 
 def _calls(output: Any) -> list[dict[str, Any]] | None:
@@ -89,6 +89,8 @@ COMPONENTS: tuple[Component, ...] = (
         "drop exact repeats of a function call (the first is kept)",
         _repeats,
         '''
+import json
+
 _answer_before_unique_calls = answer
 
 
@@ -96,7 +98,7 @@ def answer(task, state):
     """The answer without exact repeats of a call."""
     output = _answer_before_unique_calls(task, state)
     if isinstance(output, list):
-        output = list({json.dumps(c, sort_keys=True): c for c in output}.values())
+        output = list({json.dumps(c, sort_keys=True, default=str): c for c in output}.values())
     return output
 ''',
     ),
@@ -109,11 +111,12 @@ _answer_before_offered_tools_only = answer
 
 
 def answer(task, state):
-    """The answer without calls to functions the task did not offer."""
+    """The answer without calls to functions the task did not offer (anything that is not
+    a call is left as it is)."""
     output = _answer_before_offered_tools_only(task, state)
     if isinstance(output, list):
-        offered = {tool["name"] for tool in task["tools"]}
-        output = [call for call in output if call["name"] in offered]
+        offered = {tool.get("name") for tool in task["tools"]}
+        output = [c for c in output if not isinstance(c, dict) or c.get("name") in offered]
     return output
 ''',
     ),
@@ -126,30 +129,31 @@ _answer_before_declared_arguments_only = answer
 
 
 def answer(task, state):
-    """The answer without arguments the called function does not declare."""
+    """The answer without arguments the called function does not declare (a call to a
+    function not offered, or whose arguments are no mapping, is left as it is)."""
     output = _answer_before_declared_arguments_only(task, state)
     if isinstance(output, list):
         declared = {
-            tool["name"]: set((tool.get("parameters") or {}).get("properties") or {})
+            tool.get("name"): set((tool.get("parameters") or {}).get("properties") or {})
             for tool in task["tools"]
         }
         output = [
             {
-                "name": call["name"],
-                "arguments": {
-                    k: v
-                    for k, v in call["arguments"].items()
-                    if k in declared.get(call["name"], call["arguments"])
-                },
+                **c,
+                "arguments": {k: v for k, v in c["arguments"].items() if k in declared[c["name"]]},
             }
-            for call in output
+            if isinstance(c, dict)
+            and isinstance(c.get("arguments"), dict)
+            and c.get("name") in declared
+            else c
+            for c in output
         ]
     return output
 ''',
     ),
     Component(
         "first_call_only",
-        "keep only the first function call (for tasks that want exactly one)",
+        "keep only the first function call (every task: for suites whose tasks want one)",
         _too_many,
         '''
 _answer_before_first_call_only = answer
@@ -186,6 +190,16 @@ class FailedAnswer:
     expected_calls: int
 
 
+def wraps(source: str) -> bool:
+    """Whether ``source`` (a harness file) defines the primitive the components wrap at its
+    top level (a method, a comment or a string of that name is no such definition)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    return any(isinstance(n, ast.FunctionDef) and n.name == "answer" for n in tree.body)
+
+
 def present(source: str) -> set[str]:
     """The components already in a harness file (by their marker lines)."""
     return {line[len(MARKER) :].strip() for line in source.splitlines() if line.startswith(MARKER)}
@@ -195,7 +209,7 @@ def evidence(failed: Sequence[FailedAnswer], source: str) -> list[Evidence]:
     """The components a base whose harness file is ``source`` may take, with the failed dev
     tasks that show each one's symptom; those with none, or already present, or with no
     ``answer`` primitive to wrap, are left out."""
-    if WRAPPED not in source:
+    if not wraps(source):
         return []
     have = present(source)
     out = []

@@ -323,7 +323,7 @@ def to_proposal(
 
 def component_file(sources: Mapping[str, str]) -> str | None:
     """The harness file a component is appended to: the one with the primitive it wraps."""
-    return next((f for f in sorted(sources) if components.WRAPPED in sources[f]), None)
+    return next((f for f in sorted(sources) if components.wraps(sources[f])), None)
 
 
 def with_component(sources: Mapping[str, str], key: str) -> dict[str, str]:
@@ -344,7 +344,7 @@ def _component_proposal(
         )
     file = component_file(sources)
     if file is None:
-        return PatchRejected(f"no harness file defines {components.WRAPPED!r} to wrap")
+        return PatchRejected("no harness file defines answer(task, state) to wrap")
     after = with_component(sources, reply.key)
     diff = render_git_diff(
         {file: sources[file].encode("utf-8")}, {file: after[file].encode("utf-8")}

@@ -8,12 +8,12 @@ only, which the proposer may see anyway; nothing of a held-out test reaches it
 
 ``thompson``: each node's dev accuracy gets a Beta(1 + solved, 1 + failed) posterior; one
 draw per node, the highest draw is the base (ties: the live version, then the older
-candidate). Only candidates that solved at least as large a share of their dev tasks as
-the live version are in the draw: a candidate that did worse is no stepping stone, and
-with one lottery ticket each, many poor candidates (a small proposer makes them by the
-dozen) would together outdraw the live version most of the time and every proposal would
-inherit one of them. So a tree of poor candidates returns to the live version, while a
-candidate that solved more dev tasks than the live version is usually built on.
+candidate). Only candidates that solved a larger share of their dev tasks than the live
+version are in the draw: one that did worse, or no better (a change dev never noticed), is
+no stepping stone, and with one lottery ticket each, many such candidates (a small
+proposer makes them by the dozen) would together outdraw the live version most of the time
+and every proposal would inherit one of them. So a tree of poor candidates returns to the
+live version, while a candidate that solved more dev tasks than it is usually built on.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def choose_base(nodes: list[Node], mode: SearchMode, rng: random.Random) -> Node
     def share(node: Node) -> float:
         return node.solved / node.n if node.n else 0.0
 
-    eligible = [n for n in nodes if n.candidate_id is None or share(n) >= share(live)]
+    eligible = [n for n in nodes if n.candidate_id is None or share(n) > share(live)]
     best, best_draw = live, -1.0
     for node in sorted(eligible, key=order):
         failed = max(0, node.n - node.solved)
