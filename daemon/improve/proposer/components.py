@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from daemon import pyast
+
 MARKER = "# harnessd component: "
 
 
@@ -194,7 +196,7 @@ def wraps(source: str) -> bool:
     """Whether ``source`` (a harness file) defines the primitive the components wrap at its
     top level (a method, a comment or a string of that name is no such definition)."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return False
     return any(isinstance(n, ast.FunctionDef) and n.name == "answer" for n in tree.body)
