@@ -71,6 +71,15 @@ def _apply_checked(
         return exc
 
 
+def check_proposal(
+    proposal: Proposal, base: Path, policy: PatchPolicy, dest: Path
+) -> PatchRejected | None:
+    """Why the static stage would stop ``proposal`` applied to ``base`` (None: it passes);
+    ``dest`` is a throw-away folder the caller removes."""
+    checked = _apply_checked(proposal, base, policy, dest)
+    return checked if isinstance(checked, PatchRejected) else None
+
+
 def check_text(
     text: str, base: Path, policy: PatchPolicy, scratch: Path
 ) -> AppliedPatch | PatchRejected | ParseFailure:

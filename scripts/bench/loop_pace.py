@@ -140,6 +140,9 @@ def figures(state: Path) -> dict[str, Any]:
         "proposals_decided": decided,
         "proposals_stopped_at_static": static,
         "static_stop_share": round(static / decided, 3) if decided else None,
+        # Replies drawn again before they became proposals (they would have stopped at
+        # static): the proposer's own check, counted so that the share above is read with it.
+        "replies_discarded": sum(kind == "proposal.discarded" for _, kind, _ in events),
         "replications": replications,
         "heldout_seconds_per_paired_task": round(span / tasks, 1) if tasks else None,
         "candidates": db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0],

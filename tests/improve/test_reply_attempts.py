@@ -1,0 +1,143 @@
+"""A small proposer's reply that the static stage would stop is drawn again before it becomes
+a proposal: the loop's real ``sample`` (model call, edit protocol, static checks, lineage
+record, ledger attribution) with a scripted proposer in sequence mode. No sandbox runs:
+nothing here is evaluated.
+
+A line of code that does not compile is discarded (an event says why) and the next reply is
+the candidate; every reply's tokens are charged to that candidate. When every attempt fails,
+the last is recorded at static with its reason, as before. Free-text replies (capable
+models) are recorded as they come."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from daemon.config.policy import load_policy
+from daemon.config.reload import PolicyHolder
+from daemon.config.settings import load_settings
+from daemon.evaluation.coverage import read_sources
+from daemon.evaluation.runtime import Runtime
+from daemon.events import EventBus, recent_events
+from daemon.improve import loop
+from daemon.improve.loop import Ask, ImprovementLoop, LoopControl
+from daemon.lineage import Lineage
+from daemon.patches.targets import find_targets
+from daemon.providers.base import Message
+from daemon.store import Store
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED = ROOT / "seeds" / "minimal"
+
+BROKEN = json.dumps(
+    {"edit": {"op": "insert", "before": "harness.py:78", "code": "x = 07"}, "rationale": "a"}
+)
+FORGED = json.dumps(
+    {
+        "edit": {"op": "set", "name": "INSTRUCTIONS", "value": "Worked examples: Q a"},
+        "rationale": "b",
+    }
+)
+GOOD = json.dumps(
+    {"edit": {"op": "set", "name": "MAX_STEPS", "value": 2}, "rationale": "fewer steps"}
+)
+
+
+def _proposer(tmp: Path, replies: list[str]) -> Path:
+    path = tmp / "proposer.toml"
+    body = "".join(f"\n[[replies]]\ncontent = {json.dumps(r)}\n" for r in replies)
+    path.write_text(f'mode = "sequence"\nafter_last = "error"\n{body}')
+    return path
+
+
+@pytest.fixture
+async def make(tmp_path: Path) -> AsyncIterator[object]:
+    """``await make(replies)``: the loop, its lineage (the seed live) and an Ask of the
+    operations protocol answered by ``replies`` in turn."""
+    (tmp_path / "state").mkdir(mode=0o700)
+    config = tmp_path / "harnessd.toml"
+    config.write_text(f'state_dir = "{tmp_path / "state"}"\ncache_dir = "{tmp_path / "cache"}"\n')
+    store = Store(tmp_path / "state" / "state.db")
+
+    async def factory(replies: list[str]) -> tuple[ImprovementLoop, Lineage, Ask]:
+        proposer = _proposer(tmp_path, replies)
+        path = tmp_path / "policy.toml"
+        path.write_text(
+            f'[models]\nprimary = "scripted:{proposer}"\npanel = []\n\n'
+            f'[proposer]\nmodel = "scripted:{proposer}"\nprotocol = "operations"\n'
+        )
+        holder = PolicyHolder(path, load_policy(path))
+        # No engine: nothing is evaluated.
+        rt = Runtime(
+            load_settings(config),
+            holder,
+            store,
+            None,  # type: ignore[arg-type]
+            "unused",
+            "attempts-test",
+            EventBus(store).emit,
+        )
+        lineage = Lineage(store, tmp_path / "harnesses")
+        seed = lineage.init_seed(SEED)
+        sources = read_sources(lineage.path(seed))
+        model = await rt.model(f"scripted:{proposer}")
+        ask = Ask(
+            rt.snapshot(),
+            seed,
+            model,
+            [Message(role="user", content="propose one edit")],
+            sources,
+            find_targets(sources),
+        )
+        return ImprovementLoop(rt, lineage, LoopControl()), lineage, ask
+
+    yield factory
+    store.close()
+
+
+def _discarded(store: Store) -> list[str]:
+    return [e["message"] for e in recent_events(store, 100) if e["kind"] == "proposal.discarded"]
+
+
+@pytest.mark.anyio
+async def test_a_reply_that_does_not_compile_is_drawn_again(make: object) -> None:
+    the_loop, lineage, ask = await make([BROKEN, FORGED, GOOD])  # type: ignore[operator]
+    submitted = await the_loop.sample(ask)
+    assert submitted is not None and submitted.accepted_for_evaluation, submitted
+    (cand,) = lineage.candidates()
+    assert "MAX_STEPS = 2" in cand.patch and cand.raw == GOOD
+    messages = _discarded(the_loop.rt.store)
+    assert len(messages) == 2, messages
+    assert "reply 1 of at most 3" in messages[0] and "line 78" in messages[0], messages
+    assert "Worked examples:" in messages[1], messages
+    # The three replies' tokens are the candidate's proposal cost.
+    rows = the_loop.rt.store.query(
+        "SELECT COUNT(*) AS n, COUNT(DISTINCT candidate_id) AS c FROM ledger "
+        "WHERE purpose = 'propose'"
+    )
+    assert (rows[0]["n"], rows[0]["c"]) == (3, 1)
+
+
+@pytest.mark.anyio
+async def test_when_every_attempt_fails_the_last_is_recorded_at_static(make: object) -> None:
+    the_loop, lineage, ask = await make([BROKEN] * loop.REPLY_ATTEMPTS)  # type: ignore[operator]
+    submitted = await the_loop.sample(ask)
+    assert submitted is not None and not submitted.accepted_for_evaluation
+    (cand,) = lineage.candidates()
+    assert cand.state == "rejected" and cand.verdict is not None
+    assert cand.verdict.stage == "static" and "line 78" in cand.verdict.reason, cand.verdict
+    assert len(_discarded(the_loop.rt.store)) == loop.REPLY_ATTEMPTS - 1
+
+
+@pytest.mark.anyio
+async def test_free_text_replies_are_recorded_as_they_come(make: object) -> None:
+    the_loop, lineage, ask = await make(["no patch here", GOOD])  # type: ignore[operator]
+    submitted = await the_loop.sample(Ask(**{**ask.__dict__, "targets": None}))
+    assert submitted is not None and not submitted.accepted_for_evaluation
+    (cand,) = lineage.candidates()
+    assert cand.raw == "no patch here" and not _discarded(the_loop.rt.store)
