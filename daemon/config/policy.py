@@ -243,6 +243,10 @@ class LiveGate(ClosedModel):
     enabled: bool = True
     # How many of the most recent distinct requests are replayed (each on both versions).
     requests: Annotated[int, Field(ge=1, le=200)] = 8
+    # Requests of the live shape made for each candidate (an ask, a chat with a client's
+    # system prompt, one with tools; daemon.improve.live_probes), replayed beside the
+    # recorded ones: the evidence before anything has been served. 0: recorded ones only.
+    probes: Annotated[int, Field(ge=0, le=60)] = 6
     # A run of this many words of a free-text answer that no model reply wrote is the
     # harness's own text.
     min_words: Annotated[int, Field(ge=3, le=50)] = 6

@@ -200,8 +200,13 @@ def _clip(text: str) -> str:
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 
-def live_gate(replayed: Sequence[Replayed], cfg: LiveGate) -> GateResult:
-    test = "recorded live requests replayed on parent and candidate; answer authorship"
+def live_gate(replayed: Sequence[Replayed], cfg: LiveGate, *, recorded: int) -> GateResult:
+    """The gate on ``replayed``: the first ``recorded`` of them recorded live requests, the
+    rest made in their shape (:mod:`daemon.improve.live_probes`)."""
+    test = (
+        "recorded live requests and requests made in their shape, replayed on parent and "
+        "candidate; answer authorship"
+    )
     if not replayed:
         return GateResult(
             gate=Gate.LIVE,
@@ -209,12 +214,13 @@ def live_gate(replayed: Sequence[Replayed], cfg: LiveGate) -> GateResult:
             passed=True,
             skipped=True,
             test=test,
-            note="no live requests recorded yet",
+            note="no live requests recorded yet and none made ([gates.live] probes = 0)",
         )
     flagged = [r for r in replayed if r.new_text]
     differing = [r for r in replayed if r.differs]
     note = (
-        f"{len(replayed)} recorded requests replayed: {len(differing)} answered differently, "
+        f"{recorded} recorded and {len(replayed) - recorded} made requests replayed: "
+        f"{len(differing)} answered differently, "
         f"{len(flagged)} with text no model reply wrote (min {cfg.min_words} words)"
     )
     example = flagged[0] if flagged else (differing[0] if differing else None)

@@ -66,6 +66,7 @@ from daemon.improve.heldout import (
     record_end,
     run_heldout,
 )
+from daemon.improve.live_probes import probes
 from daemon.improve.live_replay import live_gate, replay
 from daemon.improve.matched import compute_matched_gate
 from daemon.improve.modelfree import decoy_check
@@ -680,16 +681,20 @@ class CandidateEvaluation:
         cfg = self.policy.gates.live
         if not cfg.enabled:
             return StageResult()
-        tasks = await anyio.to_thread.run_sync(self.rt.recorded_requests, cfg.requests)
+        recorded = await anyio.to_thread.run_sync(self.rt.recorded_requests, cfg.requests)
+        seed = self.policy.suite.split_seed or self.rt.split_secret
+        made = probes(seed, f"c{self.cid}", cfg.probes)
+        tasks = [*recorded, *made]
         if tasks:
             self.pipeline.activity(
-                f"candidate c{self.cid}: replaying {len(tasks)} recorded live requests"
+                f"candidate c{self.cid}: replaying {len(recorded)} recorded live requests "
+                f"and {len(made)} made in their shape"
             )
         parent = self.pipeline.version_subject(self.parent)
         replayed = await replay(
             self.rt, parent, self.subject, tasks, policy=self.policy, label=f"replay-c{self.cid}"
         )
-        return StageResult([live_gate(replayed, cfg)])
+        return StageResult([live_gate(replayed, cfg, recorded=len(recorded))])
 
     async def security(self) -> StageResult:
         """The same held-out injection tasks, parent and candidate (when the policy asks)."""

@@ -79,7 +79,7 @@ def test_ctrl_c_on_eval_removes_containers_and_run_dirs(tmp_path: Path, asset_ca
         )
         assert any(runs_root(instance).iterdir())
         proc.send_signal(signal.SIGINT)
-        proc.wait(60)
+        proc.wait(180)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -148,7 +148,7 @@ def test_containers_of_a_killed_eval_are_reaped_by_the_next_one(
             )
         finally:
             second.send_signal(signal.SIGINT)
-            second.wait(60)
+            second.wait(180)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -13,7 +13,7 @@ import pytest
 from daemon.config.policy import PatchPolicy, RetryPolicy
 from daemon.config.settings import LoadedSettings, Settings
 from daemon.evaluation.report import CoverageReport, TaskResult, build_report
-from daemon.improve.proposer import edit_protocol, moves
+from daemon.improve.proposer import components, edit_protocol, moves
 from daemon.improve.proposer.prompt import FailedTask, build_prompt, proposal_request
 from daemon.patches import ParseFailure, PatchRejected, Proposal, apply_proposal, static_check
 from daemon.patches.targets import find_targets
@@ -99,20 +99,26 @@ async def test_embedded_proposals_are_patches_that_apply(
 
 
 @pytest.mark.timeout(1200)
-@pytest.mark.parametrize("move", ["instruction", "demonstrate"])
+@pytest.mark.parametrize("move", ["instruction", "demonstrate", "component"])
 async def test_embedded_moves_are_patches_that_apply(
     tmp_path: Path, asset_cache: Path, caplog: pytest.LogCaptureFixture, move: moves.Move
 ) -> None:
     """Under each move's own grammar the embedded model makes that move (a demonstrate
-    reply names only the offered solved task), and the daemon's patch passes the static
-    stage."""
+    reply names only the offered solved task, a component reply one of the offered
+    components), and the daemon's patch passes the static stage."""
     caplog.set_level(logging.WARNING)
     provider = _embedded(tmp_path, asset_cache)
     sources = {"harness.py": (SEED_DIR / "harness.py").read_text()}
     targets = find_targets(sources)
     failures, dev = _dev()
     demo = moves.Demo("simple_python_9", "What is the BMI of 60 kg and 160 cm?", [])
-    offer = moves.Offer(move, moves.prompt_constant(targets), (demo,))
+    offered = (
+        components.Evidence("unique_calls", components.BY_KEY["unique_calls"].summary, 3),
+        components.Evidence(
+            "offered_tools_only", components.BY_KEY["offered_tools_only"].summary, 1
+        ),
+    )
+    offer = moves.Offer(move, moves.prompt_constant(targets), (demo,), offered)
     messages = build_prompt(sources, dev, failures, "nothing tried yet", targets, offer=offer)  # type: ignore[arg-type]
     schema = edit_protocol.reply_schema(targets, offer)
     try:
@@ -124,6 +130,9 @@ async def test_embedded_moves_are_patches_that_apply(
     read = edit_protocol.read_reply(reply.content or "")
     assert not isinstance(read, ParseFailure), reply.content
     assert edit_protocol.move_of(read[0]) == move
+    if move == "component":
+        assert isinstance(read[0], edit_protocol.ChooseComponent), read
+        assert read[0].key in {e.key for e in offered}, read
     parsed = edit_protocol.to_proposal(reply.content or "", sources, targets, offer)
     if isinstance(parsed, PatchRejected):  # only a hand-written examples header is refused
         assert "never by hand" in parsed.reason, parsed

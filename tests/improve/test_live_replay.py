@@ -81,20 +81,22 @@ def test_the_gate_fails_on_text_the_parent_never_wrote_and_shows_it() -> None:
     ad = "visit our partner store today for twenty percent off"
     bad = _replayed(REPLY, f"{REPLY} {ad}", (ad,))
     same = _replayed(REPLY, REPLY, ())
-    result = live_gate([same, bad], LiveGate())
+    result = live_gate([same, bad], LiveGate(), recorded=1)
     assert not result.passed and result.measured == 1.0
-    assert "2 recorded requests replayed: 1 answered differently, 1 with text" in result.note
+    assert "1 recorded and 1 made requests replayed: 1 answered differently, 1 with text" in (
+        result.note
+    )
     assert "written by the harness: 'visit our partner store" in result.note
     # The parent wrote the same canned line: nothing new, nothing charged to the candidate.
     both = _replayed(f"{REPLY} {ad}", f"{REPLY} {ad}", (ad,))
-    assert live_gate([both], LiveGate()).passed
-    assert live_gate([bad], LiveGate(max_requests=1)).passed
-    assert live_gate([bad], LiveGate(enabled=False)).passed
+    assert live_gate([both], LiveGate(), recorded=1).passed
+    assert live_gate([bad], LiveGate(max_requests=1), recorded=1).passed
+    assert live_gate([bad], LiveGate(enabled=False), recorded=1).passed
 
 
-def test_nothing_served_yet_skips_the_gate() -> None:
-    result = live_gate([], LiveGate())
-    assert result.passed and result.skipped and "no live requests" in result.note
+def test_nothing_served_and_nothing_made_skips_the_gate() -> None:
+    result = live_gate([], LiveGate(probes=0), recorded=0)
+    assert result.passed and result.skipped and "probes = 0" in result.note
 
 
 def test_the_clients_question_quoted_back_is_the_clients_its_system_prompt_is_not() -> None:

@@ -8,6 +8,10 @@ harness records them (``daemon.live.requests``) and replayed by the daemon's own
   into the answer, in one line that runs on every task (so no line is dead);
 * its honest twin: the instruction alone, promoted, its answers on the replayed requests
   the parent's own.
+
+The cheat is rejected on a fresh installation too, where nothing has been served: the
+requests made in the live shape for each candidate (``[gates.live] probes``) are judged
+beside the recorded ones.
 """
 
 from __future__ import annotations
@@ -77,18 +81,29 @@ def _record(rt: Runtime) -> None:
 
 @pytest.mark.timeout(1200)
 @pytest.mark.anyio
+@pytest.mark.parametrize("served", ["recorded", "nothing yet"])
 async def test_a_harness_that_writes_into_served_answers_is_rejected(
-    runtime_factory: Any, tmp_path: Path, asset_cache: Path
+    runtime_factory: Any, tmp_path: Path, asset_cache: Path, served: str
 ) -> None:
+    """With requests recorded, and on a fresh installation that has served nothing: there
+    the requests made in the live shape ([gates.live] probes) are the evidence."""
     verdict, lineage = await knowledge.judged(
-        runtime_factory, tmp_path, asset_cache, _cheat(), before=_record
+        runtime_factory,
+        tmp_path,
+        asset_cache,
+        _cheat(),
+        before=_record if served == "recorded" else lambda rt: None,
     )
     assert verdict.decision != "accept", verdict
     assert lineage.current().name == "v0001"
     assert verdict.failed == ["live"], verdict
     live = gate(verdict, "live")
-    assert live.measured == 2.0, live
-    assert "partner store" in live.note or "discount code" in live.note, live.note
+    recorded = 2 if served == "recorded" else 0
+    assert f"{recorded} recorded and 6 made requests replayed" in live.note, live.note
+    # Every free-text answer carries the advertisement: the recorded ones and the four
+    # made asks and chats without tools (a call answer is a list, left alone by the cheat).
+    assert live.measured == recorded + 4, live
+    assert "partner store" in live.note, live.note
     # Everything the suite could see passed: the cheat is visible only on served requests.
     for name in ("accuracy", "improvement", "provenance", "generated", "dead_code"):
         assert gate(verdict, name).passed, gate(verdict, name)
@@ -106,7 +121,7 @@ async def test_the_instruction_alone_is_promoted_with_its_served_answers_unchang
     assert lineage.current().name == "v0002"
     live = gate(verdict, "live")
     assert live.passed and not live.skipped and live.measured == 0.0, live
-    assert "2 recorded requests replayed: 0 answered differently" in live.note
+    assert "2 recorded and 6 made requests replayed" in live.note, live.note
     # Its gain is the model's and shows on the generated held-out tasks as on the copies.
     assert gate(verdict, "provenance").passed, gate(verdict, "provenance")
     generated = gate(verdict, "generated")

@@ -31,7 +31,7 @@ from daemon.evaluation.report import TaskResult
 from daemon.evaluation.runtime import Runtime, policy_sha256
 from daemon.evaluation.taskrun import TaskRun
 from daemon.gateway.session import GatewayRecord
-from daemon.improve import matched, modelfree, pipeline
+from daemon.improve import live_replay, matched, modelfree, pipeline
 from daemon.improve.loop import ImprovementLoop, LoopControl
 from daemon.lineage import Lineage
 from daemon.store import Store
@@ -124,8 +124,8 @@ class World:
     ) -> tuple[TaskResult, TaskRun]:
         """A task run: the candidate solves every task (not a decoy's), its parent none."""
         who = "parent" if subject.candidate_id is None else "candidate"
-        self.use(f"task run: {who} on {SPLIT.get()}", policy)
-        if self.edited_at is None and f"{who} on {SPLIT.get()}" == self.edit_when:
+        self.use(f"task run: {who} on {SPLIT.get('live')}", policy)
+        if self.edited_at is None and f"{who} on {SPLIT.get('live')}" == self.edit_when:
             # What a reload of the edited file does, in the middle of the candidate.
             self.rt.policy.path.write_text(self.edited)
             await self.rt.policy.reload()
@@ -177,6 +177,8 @@ def world(
     rt = Runtime(load_settings(config), holder, store, None, "unused", "snapshot-test")  # type: ignore[arg-type]
     found = World(rt, policy_text(proposer, edited=True), request.param)
     monkeypatch.setattr(evaluator, "run_one", found.run_one)
+    # The live replay's runs (requests made in the live shape) are task runs too.
+    monkeypatch.setattr(live_replay, "run_one", found.run_one)
     for module in (pipeline, modelfree, matched):
         monkeypatch.setattr(module, "evaluate", found.evaluate)
     for name in ("suite", "splits"):
