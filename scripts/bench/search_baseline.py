@@ -51,6 +51,7 @@ from daemon.evaluation.evaluator import Subject, evaluate
 from daemon.evaluation.report import EvalReport, Split
 from daemon.evaluation.runtime import eval_instance, open_runtime
 from daemon.improve import intake
+from daemon.improve import loop as loop_module
 from daemon.improve.loop import ImprovementLoop, LoopControl
 from daemon.improve.pipeline import Screened
 from daemon.lineage import CandidateState, Lineage
@@ -241,13 +242,31 @@ def main() -> int:
     p.add_argument("--config", type=Path, help="harnessd.toml (for the asset cache, providers)")
     p.add_argument("--workdir", type=Path, help="where the arms' state dirs go (default /tmp)")
     p.add_argument("--json", type=Path, help="also write the arms' figures to this file")
+    p.add_argument(
+        "--arms",
+        default=",".join(ARMS),
+        help=f"which arms, comma-separated (default {','.join(ARMS)})",
+    )
+    p.add_argument(
+        "--reply-attempts",
+        type=int,
+        help="replies drawn per proposal until one passes the static checks (default: the "
+        f"loop's, {loop_module.REPLY_ATTEMPTS}); 1 compares with runs made before that existed",
+    )
     args = p.parse_args()
+    unknown = set(args.arms.split(",")) - set(ARMS)
+    if unknown:
+        p.error(f"--arms: unknown {sorted(unknown)}; choose from {list(ARMS)}")
+    if args.reply_attempts is not None:
+        loop_module.REPLY_ATTEMPTS = args.reply_attempts
     base = load_settings(args.config)
     where = args.workdir or Path(tempfile.mkdtemp(prefix="bench-search-"))
     load_before, steal_before = load_average(), cpu_times()
     print(f"workdir {where}; load {load_before}", flush=True)
     arms: list[Arm] = []
     for name, changes in ARMS.items():
+        if name not in args.arms.split(","):
+            continue
         folder = where / name
         folder.mkdir(parents=True, exist_ok=True)
         policy_path = folder / "policy.toml"
@@ -256,6 +275,7 @@ def main() -> int:
         settings = base.settings.model_copy(update={**moved, "cache_dir": base.cache_dir})
         loaded = LoadedSettings(settings=settings, config_path=base.config_path, base_dir=folder)
         arms.append(anyio.run(run_arm, name, loaded, policy_path, args.proposals, args.heldout))
+        print(arms[-1].summary(), flush=True)  # kept in the log should a later arm fail
     steal = steal_percent(steal_before, cpu_times())
     print()
     print(
