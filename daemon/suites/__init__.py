@@ -355,6 +355,13 @@ def heldout_evidence(p: SuitePolicy) -> str:
                 "; no generated tasks ([suite] generated_share = 0): a harness that knows what "
                 "the public tasks mean can gain on their copies; set generated_share = 0.5"
             )
+        else:
+            line += (
+                "; no generated tasks: only the simple and multiple categories are generated, "
+                "so [gates.generated] does not apply and a harness that knows what the public "
+                "tasks mean can gain on their copies; add simple or multiple to the suite, or "
+                "set [suite] heldout_suite to a private suite of your own tasks"
+            )
         return line
     if rewritable:
         return (

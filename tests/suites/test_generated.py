@@ -122,7 +122,10 @@ def test_policy_check_says_what_the_heldout_tasks_are() -> None:
     assert "generated_share = 0.5" in off
     code = heldout_evidence(SuitePolicy(name="humaneval"))
     assert "50% of its problems generated" in code
-    assert "generated" not in heldout_evidence(SuitePolicy(name="bfcl:parallel"))
+    # Categories nothing is generated for: said, with what to do.
+    parallel = heldout_evidence(SuitePolicy(name="bfcl:parallel"))
+    assert "no generated tasks" in parallel and "[gates.generated] does not apply" in parallel
+    assert "heldout_suite" in parallel
 
 
 @pytest.mark.unit
