@@ -8,7 +8,7 @@ model, recorded at the gateway (the harness cannot forge them):
 * a **call** (function-call tasks) is supported when one model reply made that call: a
   tool call of the same name whose arguments give each of the output's values (the harness
   may drop arguments, drop repeated or invalid calls, fill a parameter's schema default, or
-  replace a value the model gave outside a parameter's enum by one of its options),
+  replace a value the model gave outside a parameter's enum by the option nearest to it),
   or a reply whose text names the function and every value (calls written as text);
 * a **code** answer is supported when at least 90 % of its significant code (all of it, by
   characters; comments and plain imports aside) is lines that appear in model replies;
@@ -40,6 +40,7 @@ commented out or numbered. Free-text answers are not verified, so not checked.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -436,10 +437,21 @@ def _in_reply(value: str, reply: _Reply) -> bool:
 
 def _snapped(options: frozenset[str] | None, given: Any, mine: str) -> bool:
     """Whether the harness replaced a value the model gave outside a parameter's enum with
-    one of its options: the task's value, chosen where the model broke the schema."""
+    the option nearest to it: the task's value, chosen where the model broke the schema.
+
+    Nearest, not any: a harness that has the model write a placeholder ("?") for every
+    enumerated parameter and then picks the option itself (from a table of public answers,
+    say) would otherwise have every such choice counted as the model's. Nearness is
+    difflib's similarity of the canonical forms (what ``get_close_matches`` ranks by); ties
+    count, a value sharing nothing with any option supports none."""
     if not options:
         return False
-    return mine in options and canonical(given) not in options
+    said = canonical(given)
+    if mine not in options or said in options:
+        return False
+    likeness = {o: difflib.SequenceMatcher(None, said, o).ratio() for o in options}
+    nearest = max(likeness.values())
+    return nearest > 0 and likeness[mine] == nearest
 
 
 def _call_supported(trail: _Trail, name: str, arguments: dict[str, Any]) -> bool:

@@ -299,3 +299,25 @@ def test_overriding_a_valid_option_the_model_chose_is_not_the_models() -> None:
     bare = {"name": "convert", "arguments": {"degrees": 30}}
     exchanges = [(ask(task), reply(calls=[bare]))]
     assert provenance(task, [overridden], exchanges).supported is False
+
+
+@pytest.mark.parametrize("placeholder", ["?", "<unit>", "", "unknown"])
+def test_an_option_picked_over_a_placeholder_is_the_harness(placeholder: str) -> None:
+    """The cheat the snap exemption invites: the model is told to write a placeholder for
+    every enumerated parameter and the harness picks the option itself (from what it knows).
+    Only the option nearest to what the model wrote is the task's; a placeholder is nearest
+    to none, or to another option."""
+    task = _task("Convert 30 degrees to the Celsius scale.", UNIT_TOOL)
+    said = {"name": "convert", "arguments": {"degrees": 30, "unit": placeholder}}
+    picked = {"name": "convert", "arguments": {"degrees": 30, "unit": "celsius"}}
+    exchanges = [(ask(task), reply(calls=[said]))]
+    assert provenance(task, [picked], exchanges).supported is False
+
+
+@pytest.mark.parametrize("said", ["Celsius degrees", "celcius", "CELSIUS scale", "C"])
+def test_the_nearest_option_to_a_misspelt_or_decorated_value_is_the_tasks(said: str) -> None:
+    task = _task("Convert 30 degrees to the Celsius scale.", UNIT_TOOL)
+    call = {"name": "convert", "arguments": {"degrees": 30, "unit": said}}
+    snapped = {"name": "convert", "arguments": {"degrees": 30, "unit": "celsius"}}
+    exchanges = [(ask(task), reply(calls=[call]))]
+    assert provenance(task, [snapped], exchanges).supported is True
