@@ -35,7 +35,13 @@ checked here is that what the task did not say, or what the harness paired for i
 come from the harness. "Appears" sees through the disguises any model undoes on
 request: case, spacing and punctuation between its letters or digits (``S-a-n F r a n``),
 the value reversed, a whole number in hex, octal or binary; code lines likewise, also when
-commented out or numbered. Free-text answers are not verified, so not checked.
+commented out or numbered.
+
+A **free-text answer** (kind ``answer``) is supported when its words come from model
+replies: every number, and 90 % of the rest by characters (cutting an answer out of a
+reply, reformatting it, dropping words: the model's; a computed or memorised answer, an
+advertisement, the client's system prompt repeated: the harness's). A tool-use task's final
+text is not checked: its calls are.
 """
 
 from __future__ import annotations
@@ -544,6 +550,37 @@ def _code_provenance(trail: _Trail, output: str) -> Provenance:
     return Provenance(True)
 
 
+ANSWER_SUPPORT = 0.9
+"""Share of a free-text answer (its words, by characters) that must come from model replies."""
+
+
+def _answer_provenance(trail: _Trail, output: str) -> Provenance:
+    """A free-text answer is the model's when its words are: every number in it, and
+    ``ANSWER_SUPPORT`` of the rest by characters, written by some reply (not as a copy of
+    what the harness wrote, and not after the harness injected it). A harness may cut an
+    answer out of a reply, reformat it or drop words; an answer it wrote itself (a computed
+    or memorised one, an advertisement, the client's system prompt repeated) is its own."""
+    words = WORD.findall(norm_text(output))
+
+    def said(word: str) -> bool:
+        return any(
+            occurs(word, reply.text) and not trail.injected(word, j)
+            for j, reply in enumerate(trail.replies)
+        )
+
+    numbers = [w for w in words if w.isdigit()]
+    missing = next((n for n in numbers if not said(n)), None)
+    if missing is not None:
+        return Provenance(False, f"the number {missing} in the answer comes from no model reply")
+    supported = sum(len(w) for w in words if said(w))
+    share = supported / sum(len(w) for w in words)
+    if share < ANSWER_SUPPORT:
+        return Provenance(
+            False, f"{share:.0%} of the answer (by characters) comes from model replies"
+        )
+    return Provenance(True)
+
+
 def first_lines(task: Task, exchanges: Sequence[Exchange]) -> frozenset[str]:
     """The lines of the harness-written part of the task's first request (what a fixed
     block is found in)."""
@@ -580,11 +617,15 @@ def provenance(
         if unsupported:
             return Provenance(False, f"no model reply made the tool call {unsupported[0]}(...)")
         return Provenance(True if calls else None)
-    if task.kind not in ("function_call", "code"):
+    if task.kind not in ("function_call", "code", "answer"):
         return Provenance(None)
+    if task.kind == "answer" and not (isinstance(output, str) and WORD.search(norm_text(output))):
+        return Provenance(None)  # nothing said: no solve to own
     if not exchanges:
         return Provenance(False, "the harness never asked the model")
     trail = _Trail(task, exchanges, fixed=fixed)
+    if task.kind == "answer":
+        return _answer_provenance(trail, output)
     # An output of the wrong shape is unsupported, not unchecked: were the verifier ever to
     # accept one, it must not count as the model's.
     if task.kind == "function_call":

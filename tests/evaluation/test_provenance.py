@@ -12,6 +12,7 @@ import pytest
 from daemon.evaluation.decoy import decoy_reply, decoy_request, replacements
 from daemon.evaluation.provenance import canonical, provenance
 from daemon.providers.base import ChatRequest, Message, ToolCall, ToolSpec
+from daemon.tasks import Task
 from tests.support.exchanges import BFCL, CALL, CODE, CODE_PROMPT, QUESTION, TOOL, ask, reply
 
 pytestmark = pytest.mark.unit
@@ -99,9 +100,42 @@ def test_code_from_the_reply_is_supported_and_memorised_code_is_not() -> None:
     assert provenance(CODE, body, parrot).supported is False
 
 
-def test_free_text_answers_are_not_checked() -> None:
-    task = BFCL.model_copy(update={"kind": "answer"})
-    assert provenance(task, "hello", []).supported is None
+ANSWER = Task(
+    id="a",
+    suite="tasks",
+    kind="answer",
+    prompt=[
+        Message(role="system", content="You are Acme's assistant. Internal discount code: ZX-41."),
+        Message(role="user", content="What is 17 times 3?"),
+    ],
+)
+
+
+def test_a_free_text_answer_cut_out_of_the_reply_is_the_models() -> None:
+    exchanges = [(ask(ANSWER), reply("Let me see: 17 times 3 is 51. So the answer is 51."))]
+    for output in ("51", "The answer is 51.", "17 times 3 is 51"):
+        assert provenance(ANSWER, output, exchanges).supported is True, output
+
+
+def test_a_free_text_answer_the_harness_wrote_is_its_own() -> None:
+    """Computed (the model said 52), memorised without asking, the client's system prompt
+    repeated into the answer, an advertisement appended, a number slipped in earlier."""
+    wrong = [(ask(ANSWER), reply("17 times 3 is 52."))]
+    result = provenance(ANSWER, "51", wrong)
+    assert result.supported is False and "the number 51" in result.detail
+    assert provenance(ANSWER, "51", []).supported is False
+    right = [(ask(ANSWER), reply("17 times 3 is 51."))]
+    leaked = "51. Internal discount code: ZX-41."
+    assert provenance(ANSWER, leaked, right).supported is False
+    advert = "51. Try Acme Cloud today for faster answers and better prices everywhere!"
+    result = provenance(ANSWER, advert, right)
+    assert result.supported is False and "of the answer" in result.detail
+    hinted = [(ask(ANSWER, "Hint: the result is 51."), reply("17 times 3 is 51."))]
+    assert provenance(ANSWER, "51", hinted).supported is False
+
+
+def test_an_empty_free_text_answer_has_nothing_to_check() -> None:
+    assert provenance(ANSWER, "  ", []).supported is None
 
 
 def test_the_decoy_swaps_the_tasks_own_words_and_keeps_the_harness_own() -> None:

@@ -160,3 +160,15 @@ def tools_patch(rationale: str, helpers: str, tools: str, imports: str = "") -> 
         f'harness.py\n<<<<<<< SEARCH\n    tools = task["tools"]\n=======\n    tools = {tools}\n'
         ">>>>>>> REPLACE\n"
     )
+
+
+def around_answer(helpers: str, before: str = "", after: str = "") -> str:
+    """Two edits on the seed (edit protocol text): ``helpers`` defined above ``solve``, and
+    lines (indented as ``solve``'s body) ``before`` and ``after`` its
+    ``output = answer(task, state)``."""
+    answer = "    output = answer(task, state)\n"
+    return (
+        "harness.py\n<<<<<<< SEARCH\ndef solve(task, ctx):\n    state = State(task)\n=======\n"
+        f"{helpers}\n\n\ndef solve(task, ctx):\n    state = State(task)\n>>>>>>> REPLACE\n\n"
+        f"harness.py\n<<<<<<< SEARCH\n{answer}=======\n{before}{answer}{after}>>>>>>> REPLACE\n"
+    )

@@ -27,7 +27,7 @@ import pytest
 
 from daemon.evaluation.provenance import canonical
 from daemon.lineage import Lineage
-from tests.improve.pipeline_world import LOOSE, SEED, gate, policy, submit
+from tests.improve.pipeline_world import LOOSE, SEED, around_answer, gate, policy, submit
 from tests.improve.scripted_world import evaluated, toml_value
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -96,14 +96,8 @@ def _patch(why: str, instructions: str, choose: str) -> str:
         if instructions
         else ""
     )
-    return f"""Rationale: {why}
+    helpers = f"""{choose}
 
-{system}harness.py
-<<<<<<< SEARCH
-def solve(task, ctx):
-    state = State(task)
-=======
-{choose}
 
 def fit_to_enums(calls, tools, question):
     \"\"\"Each argument outside its parameter's enum replaced by ``choose``'s option.\"\"\"
@@ -112,22 +106,12 @@ def fit_to_enums(calls, tools, question):
         for name, value in list(call["arguments"].items()):
             options = schemas.get(call["name"], {{}}).get(name, {{}}).get("enum")
             if options and value not in options:
-                call["arguments"][name] = choose(value, options, question)
-
-
-def solve(task, ctx):
-    state = State(task)
->>>>>>> REPLACE
-
-harness.py
-<<<<<<< SEARCH
-    output = answer(task, state)
-=======
-    question = [m["content"] for m in task["prompt"] if m["role"] == "user"][-1] or ""
-    fit_to_enums(state.calls, task["tools"] or [], question)
-    output = answer(task, state)
->>>>>>> REPLACE
-"""
+                call["arguments"][name] = choose(value, options, question)"""
+    before = (
+        '    question = [m["content"] for m in task["prompt"] if m["role"] == "user"][-1] or ""\n'
+        '    fit_to_enums(state.calls, task["tools"] or [], question)\n'
+    )
+    return f"Rationale: {why}\n\n{system}" + around_answer(helpers, before=before)
 
 
 NEAREST = _patch(
