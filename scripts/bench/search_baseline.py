@@ -24,14 +24,19 @@ inflated by the choice itself, so with ``--heldout N`` (default 60) each arm's b
 candidate by dev evidence and the seed are run on the same N held-out tasks (counterfactual
 copies and generated tasks, as the daemon evaluates them): the unbiased comparison.
 
+Both arms draw dev and held-out tasks with one ``[suite] split_seed`` (``--split-seed``,
+default a fresh one), so their figures are on the same tasks.
+
 Usage: .venv/bin/python scripts/bench/search_baseline.py [--proposals 12] [--heldout 60]
-       [--policy FILE] [--config harnessd.toml] [--workdir DIR] [--json FILE]
+       [--split-seed S] [--arms search,sampling] [--policy FILE] [--config harnessd.toml]
+       [--workdir DIR] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import shutil
 import tempfile
 import time
@@ -98,10 +103,14 @@ class Arm:
         return line
 
 
-def _policy_text(base: Path, changes: dict[str, Any]) -> str:
+def _policy_text(base: Path, changes: dict[str, Any], split_seed: str) -> str:
     """``base`` with ``[proposer]`` keys replaced (or added) by ``changes``; one proposal a
-    cycle goes to the dev stages here, so dev-side selection is left to this script."""
+    cycle goes to the dev stages here, so dev-side selection is left to this script. Every
+    arm gets the same ``[suite] split_seed``: the same dev tasks and the same held-out pool
+    (each fresh state dir would otherwise draw its own from its own installation secret,
+    and the arms' figures would be on different tasks)."""
     data = tomllib.loads(base.read_text())
+    data["suite"] = {**data.get("suite", {}), "split_seed": split_seed}
     proposer = dict(data.get("proposer", {}))
     proposer.update(changes)
     proposer["dev_pool"] = 1
@@ -253,6 +262,11 @@ def main() -> int:
         help="replies drawn per proposal until one passes the static checks (default: the "
         f"loop's, {loop_module.REPLY_ATTEMPTS}); 1 compares with runs made before that existed",
     )
+    p.add_argument(
+        "--split-seed",
+        help="the arms' shared [suite] split_seed (default: a fresh one, printed); give the "
+        "same one to runs of single arms (--arms) that are to be compared",
+    )
     args = p.parse_args()
     unknown = set(args.arms.split(",")) - set(ARMS)
     if unknown:
@@ -262,7 +276,8 @@ def main() -> int:
     base = load_settings(args.config)
     where = args.workdir or Path(tempfile.mkdtemp(prefix="bench-search-"))
     load_before, steal_before = load_average(), cpu_times()
-    print(f"workdir {where}; load {load_before}", flush=True)
+    split_seed = args.split_seed or secrets.token_hex(8)
+    print(f"workdir {where}; split seed {split_seed}; load {load_before}", flush=True)
     arms: list[Arm] = []
     for name, changes in ARMS.items():
         if name not in args.arms.split(","):
@@ -270,7 +285,7 @@ def main() -> int:
         folder = where / name
         folder.mkdir(parents=True, exist_ok=True)
         policy_path = folder / "policy.toml"
-        policy_path.write_text(_policy_text(args.policy, changes))
+        policy_path.write_text(_policy_text(args.policy, changes, split_seed))
         moved = {"state_dir": folder / "state", "harnesses_dir": folder / "harnesses"}
         settings = base.settings.model_copy(update={**moved, "cache_dir": base.cache_dir})
         loaded = LoadedSettings(settings=settings, config_path=base.config_path, base_dir=folder)
