@@ -49,6 +49,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -554,13 +555,31 @@ ANSWER_SUPPORT = 0.9
 """Share of a free-text answer (its words, by characters) that must come from model replies."""
 
 
+ANSWER_NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")
+"""A number as written in an answer (``51``, ``1,000``, ``3.5``); compared by value."""
+
+
+def _ascii_digits(text: str) -> str:
+    """``text`` with every decimal digit in ASCII (full-width ``５１``, Arabic-Indic ``٥١``):
+    a verifier reading numbers reads those too, so they must not pass unseen."""
+    text = unicodedata.normalize("NFKC", text)
+    return "".join(str(unicodedata.decimal(c)) if c.isdecimal() else c for c in text)
+
+
+def _answer_numbers(text: str) -> set[float]:
+    return {float(m.replace(",", "")) for m in ANSWER_NUMBER.findall(_ascii_digits(text))}
+
+
 def _answer_provenance(trail: _Trail, output: str) -> Provenance:
-    """A free-text answer is the model's when its words are: every number in it, and
-    ``ANSWER_SUPPORT`` of the rest by characters, written by some reply (not as a copy of
-    what the harness wrote, and not after the harness injected it). A harness may cut an
-    answer out of a reply, reformat it or drop words; an answer it wrote itself (a computed
-    or memorised one, an advertisement, the client's system prompt repeated) is its own."""
-    words = WORD.findall(norm_text(output))
+    """A free-text answer is the model's when what it says is: every number in it (by value,
+    however written: ``1,000`` is ``1000``, ``51.0`` is ``51``; digits in any script; a
+    number inside a word, ``51st``, too), and ``ANSWER_SUPPORT`` of its other words by
+    characters, written by some reply (not as a copy of what the harness wrote, and not
+    after the harness injected it). A harness may cut an answer out of a reply, reformat it
+    or drop words; an answer it wrote itself (a computed or memorised one, an advertisement,
+    the client's system prompt repeated) is its own."""
+    text = _ascii_digits(output)
+    words = [w for w in WORD.findall(norm_text(text)) if not any(c.isdigit() for c in w)]
 
     def said(word: str) -> bool:
         return any(
@@ -568,10 +587,19 @@ def _answer_provenance(trail: _Trail, output: str) -> Provenance:
             for j, reply in enumerate(trail.replies)
         )
 
-    numbers = [w for w in words if w.isdigit()]
-    missing = next((n for n in numbers if not said(n)), None)
+    def said_number(value: float) -> bool:
+        return any(
+            value in _answer_numbers(reply.text) and not trail.injected(canonical(value), j)
+            for j, reply in enumerate(trail.replies)
+        )
+
+    missing = next((v for v in sorted(_answer_numbers(text)) if not said_number(v)), None)
     if missing is not None:
-        return Provenance(False, f"the number {missing} in the answer comes from no model reply")
+        return Provenance(
+            False, f"the number {canonical(missing)} in the answer comes from no model reply"
+        )
+    if not words:
+        return Provenance(True)
     supported = sum(len(w) for w in words if said(w))
     share = supported / sum(len(w) for w in words)
     if share < ANSWER_SUPPORT:
@@ -619,7 +647,9 @@ def provenance(
         return Provenance(True if calls else None)
     if task.kind not in ("function_call", "code", "answer"):
         return Provenance(None)
-    if task.kind == "answer" and not (isinstance(output, str) and WORD.search(norm_text(output))):
+    if task.kind == "answer" and not (
+        isinstance(output, str) and WORD.search(norm_text(_ascii_digits(output)))
+    ):
         return Provenance(None)  # nothing said: no solve to own
     if not exchanges:
         return Provenance(False, "the harness never asked the model")

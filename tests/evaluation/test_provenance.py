@@ -134,6 +134,25 @@ def test_a_free_text_answer_the_harness_wrote_is_its_own() -> None:
     assert provenance(ANSWER, "51", hinted).supported is False
 
 
+@pytest.mark.parametrize(
+    "output",
+    ["\uff15\uff11 is the answer", "\u0665\u0661", "51st: 17 times 3 is", "51e0"],
+)
+def test_a_number_in_another_script_or_inside_a_word_is_still_checked(output: str) -> None:
+    """The verifier reads full-width or Arabic-Indic digits, and a number glued to letters,
+    as the number: so does provenance (the model said 52)."""
+    wrong = [(ask(ANSWER), reply("17 times 3 is 52."))]
+    assert provenance(ANSWER, output, wrong).supported is False
+
+
+@pytest.mark.parametrize(
+    ("said", "output"), [("1,000", "1000"), ("1000", "1,000"), ("51", "51.0"), ("51.0", "51")]
+)
+def test_a_number_reformatted_by_the_harness_is_still_the_models(said: str, output: str) -> None:
+    exchanges = [(ask(ANSWER), reply(f"The total is {said}."))]
+    assert provenance(ANSWER, output, exchanges).supported is True
+
+
 def test_an_empty_free_text_answer_has_nothing_to_check() -> None:
     assert provenance(ANSWER, "  ", []).supported is None
 
