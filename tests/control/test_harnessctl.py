@@ -8,6 +8,7 @@ import sqlite3
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,7 @@ from tests.daemon_process import RunningDaemon, ctl, start_daemon
 from tests.improve.patches import IMPROVE
 from tests.improve.scripted_world import DEV, HELDOUT, policy_text, positions, solver_script
 from tests.support.scrape import labelled, scrape
+from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -161,26 +163,52 @@ def _the_scrape_shows_the_verdict_its_tokens_and_latency(
     assert got["harnessd_promotions_total", ()] == 1
     assert got["harnessd_rollbacks_total", ()] == 1
     assert labelled(got, "harnessd_live_version_info") == {(("version", "v0001"),): 1}
-    # Its tokens: the ledger's, by model and purpose, to the token.
+
+    # Its tokens: the ledger's, by model and purpose, to the token. The daemon may still be
+    # spending (a baseline after the rollback): the scrape and the ledger are compared at a
+    # moment between two model calls, not once, when one may be written and not the other.
+    def ledger_now() -> dict[tuple[str, str, str], int]:
+        db = sqlite3.connect(daemon.state_dir / "state.db")
+        try:
+            return {
+                (model, purpose, kind): tokens
+                for model, purpose, prompt, completion in db.execute(
+                    "SELECT model, purpose, SUM(prompt_tokens), SUM(completion_tokens) "
+                    "FROM ledger GROUP BY model, purpose"
+                )
+                for kind, tokens in (("prompt", prompt), ("completion", completion))
+            }
+        finally:
+            db.close()
+
+    def scraped_tokens() -> dict[tuple[str, str, str], float]:
+        return {
+            (d["model"], d["purpose"], d["kind"]): v
+            for d, v in (
+                (dict(k), v) for k, v in labelled(scrape(url), "harnessd_tokens_total").items()
+            )
+        }
+
+    seen: list[tuple[Any, Any]] = []
+
+    def agree() -> bool:
+        before = ledger_now()
+        tokens = scraped_tokens()
+        seen.append((tokens, before))
+        return tokens == before == ledger_now() and sum(tokens.values()) > 0
+
+    wait_until(
+        agree,
+        timeout=120,
+        what="scraped tokens to match the ledger",
+        detail=lambda: f"last seen (scrape, ledger): {seen[-1:]}",
+    )
     db = sqlite3.connect(daemon.state_dir / "state.db")
     try:
-        ledger = {
-            (model, purpose, kind): tokens
-            for model, purpose, prompt, completion in db.execute(
-                "SELECT model, purpose, SUM(prompt_tokens), SUM(completion_tokens) FROM ledger "
-                "GROUP BY model, purpose"
-            )
-            for kind, tokens in (("prompt", prompt), ("completion", completion))
-        }
         [(created,)] = db.execute("SELECT created FROM candidates WHERE id = ?", (candidate,))
         [(decided,)] = db.execute("SELECT ts FROM events WHERE kind = 'candidate.awaiting_review'")
     finally:
         db.close()
-    tokens = {
-        (d["model"], d["purpose"], d["kind"]): v
-        for d, v in ((dict(k), v) for k, v in labelled(got, "harnessd_tokens_total").items())
-    }
-    assert tokens == ledger and sum(tokens.values()) > 0
     # Its latency: one evaluation, from its start to its verdict (every gate passed: held
     # for review), within the candidate's time from its proposal to that verdict. The
     # person's approval later is no evaluation; the patch rejected at once was not timed.
