@@ -17,6 +17,10 @@ model, recorded at the gateway (the harness cannot forge them):
 * in a **tool-use** task, every tool call that got a result must be supported like a call
   (values the environment said before count as the model's to relay).
 
+An **enum option** the harness singled out for the task (beside the parameter's name, by
+name, or by cutting the schema down to it; a listing of all the options is the task's) is
+its choice, not the model's, unless the model had written a value it is the nearest to.
+
 Values the harness itself put into its requests do not count: a value is **injected** when
 it appears in the harness-written part of a request (the request minus the task's own prompt
 text, relayed model replies and the harness's **fixed block**), the task itself does not
@@ -302,6 +306,64 @@ def _schema_options(task: Task) -> tuple[set[str], dict[str, dict[str, str]], Op
     return offered, defaults, enums
 
 
+DESCRIPTION_WORDS = 3
+"""Words from which a schema description, restated in the harness's text, is cut out before
+options are looked for there (a shorter one, "The unit", would cut words the harness
+wrote)."""
+
+
+def _descriptions(value: Any) -> Iterable[str]:
+    """Every description in a JSON schema."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "description" and isinstance(item, str):
+                yield item
+            else:
+                yield from _descriptions(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _descriptions(item)
+
+
+def _enum_lists(task: Task) -> list[list[Any]]:
+    """Each enumerated parameter's options, in its schema's order."""
+    found = []
+    for tool in task.tools:
+        props = tool.parameters.get("properties") or {}
+        for spec in props.values() if isinstance(props, dict) else ():
+            if isinstance(spec, dict) and isinstance(spec.get("enum"), list) and spec["enum"]:
+                found.append(spec["enum"])
+    return found
+
+
+def _narrowed(task: Task, request: ChatRequest) -> set[tuple[str, str, str]]:
+    """(tool, parameter, option) for each option a request's tool schema kept of its task's
+    enum when it dropped others: a schema cut down to the answer tells the model which to
+    take. Dropping the enum altogether, or keeping a run from its first option (a long
+    enum cut short), names none."""
+    kept: set[tuple[str, str, str]] = set()
+    own = {t.name.lower(): t for t in task.tools}
+    for tool in request.tools:
+        mine = own.get(tool.name.lower())
+        if mine is None:
+            continue
+        theirs = mine.parameters.get("properties") or {}
+        sent = tool.parameters.get("properties") or {}
+        if not isinstance(theirs, dict) or not isinstance(sent, dict):
+            continue
+        for param, spec in theirs.items():
+            options = spec.get("enum") if isinstance(spec, dict) else None
+            given = sent.get(param, {}).get("enum") if isinstance(sent.get(param), dict) else None
+            if not isinstance(options, list) or not isinstance(given, list) or not given:
+                continue
+            full = [canonical(o) for o in options]
+            said = [canonical(o) for o in given]
+            if set(said) >= set(full) or (said == full[: len(said)] and len(said) >= 2):
+                continue
+            kept.update((tool.name.lower(), param, o) for o in said if o in full)
+    return kept
+
+
 class _Trail:
     """The exchanges in order, with what the harness injected before each reply."""
 
@@ -314,16 +376,30 @@ class _Trail:
     ) -> None:
         self.offered, self.defaults, self.enums = _schema_options(task)
         self.stated, self.stated_text, self.stated_numbers = _task_statements(task)
+        self.prompt_text = norm_text("\n".join(_task_texts(task)))
         self.heard = [(h.after, norm_text(h.text)) for h in heard]
         self.replies: list[_Reply] = []
         self.authored: list[Spelled] = []  # harness-written text of each request
         self.authored_lines: list[frozenset[str]] = []
         self.decoded: list[list[Spelled]] = []  # the same, with encodings undone
+        # The same views with the task's enum listings cut out, and the options each request's
+        # own tool schemas kept of a task's enum when they dropped others: where the harness
+        # singled out an option for this task (see ``chosen``).
+        orders = [order for ops in _enum_lists(task) for order in _listing_orders(ops)]
+        described = [d for t in task.tools for d in [t.description, *_descriptions(t.parameters)]]
+        self.described_text = norm_text("\n".join(described))
+        phrases = {tuple(WORD.findall(norm_text(d))) for d in described}
+        long_first = sorted((p for p in phrases if len(p) >= DESCRIPTION_WORDS), key=len)[::-1]
+        self.unlisted: list[list[Spelled]] = []
+        self.narrowed: list[set[tuple[str, str, str]]] = []
         for request, response in exchanges:
             text = _authored(request, task, self.replies, fixed)
             self.authored.append(Spelled(text))
             self.authored_lines.append(_lines(text))
             self.decoded.append([Spelled(plain) for plain in decoded(text)])
+            views = (self.authored[-1], *self.decoded[-1])
+            self.unlisted.append([Spelled(unlisted(v.text, orders, long_first)) for v in views])
+            self.narrowed.append(_narrowed(task, request))
             # Only a copy of what the harness wrote is a relay: a reply quoting the task's
             # own words (a long string value, the function's name) says what the task said.
             self.replies.append(_reply(response, text, request))
@@ -374,6 +450,71 @@ class _Trail:
                     return True
         return False
 
+    def handed(self, tool: str, param: str, option: str, upto: int) -> bool:
+        """:meth:`chosen`, unless the option was the nearest to what the model had written
+        (:meth:`suggested`)."""
+        return self.chosen(tool, param, option, upto) and not self.suggested(
+            tool, param, option, upto
+        )
+
+    def chosen(self, tool: str, param: str, option: str, upto: int) -> bool:
+        """Whether text the harness wrote for this task (its fixed block aside), at or before
+        request ``upto``, singled out ``option`` of the parameter's enum before any reply
+        said it: beside the parameter's name ("Set unit to celsius"); or, for an option of
+        ``MENTIONED_OPTION`` characters or more that the task's question and schema
+        descriptions do not state, by name anywhere ("Hint: celsius"); or its tool schema
+        kept that option and dropped others. Listing the options (the task's schema
+        restated, see :func:`unlisted`) names none, and the parameter's default is the
+        harness's to fill anyway.
+
+        The options are the task's words, so :meth:`injected` and :meth:`paired` let them
+        through; without this, a harness that knows the answer for a task (a table of public
+        answers) hands it over as one of them."""
+        options = self.enums.get(tool, {}).get(param)
+        if not options or option not in options or self.defaults.get(tool, {}).get(param) == option:
+            return False
+        name = WORD.findall(param.lower())
+        said = WORD.findall(option)
+        by_name = (
+            len(option) >= MENTIONED_OPTION
+            and not option.replace(".", "").isdigit()
+            and not occurs(option, self.prompt_text)
+            and not occurs(option, self.described_text)
+        )
+        for i in range(upto + 1):
+            if any(occurs(option, text) for after, text in self.heard if after <= i):
+                return False  # the environment said it first: the model's to use
+            views = self.unlisted[i]
+            if (
+                name
+                and said
+                and any(_pairs(name, said, WORD.findall(v.text)) for v in views)
+                and not any(_binds(r, param, option) for r in self.replies[:i])
+            ):
+                return True
+            singled = (tool, param, option) in self.narrowed[i] or (
+                by_name and any(_hidden_in(option, v) for v in views)
+            )
+            if singled and not any(_in_reply(option, r) for r in self.replies[:i]):
+                return True
+        return False
+
+    def suggested(self, tool: str, param: str, option: str, upto: int) -> bool:
+        """Whether a reply before request ``upto`` gave the parameter a value outside its
+        enum (its own, not injected) to which ``option`` is the nearest: then a retry that
+        asks "did you mean celsius?" offers what snapping would have chosen (the task's)."""
+        options = self.enums.get(tool, {}).get(param)
+        for j, reply in enumerate(self.replies[:upto]):
+            for called, args in reply.calls:
+                if (
+                    called == tool
+                    and param in args
+                    and _snapped(options, args[param], option)
+                    and not any(self.injected(v, j) for v in leaves(args[param]))
+                ):
+                    return True
+        return False
+
     def line_injected(self, line: str, upto: int) -> bool:
         """Whether the harness wrote ``line`` (or its words, e.g. commented out, numbered,
         spaced) into a request before reply ``upto`` without a reply having written it.
@@ -393,6 +534,11 @@ class _Trail:
         return False
 
 
+MENTIONED_OPTION = 4
+"""Characters from which an enum option named alone in the harness's text for a task is its
+choice: shorter ones ("on", "all", "1") are common words and numbers of any instruction, and
+count only beside their parameter's name."""
+
 PAIR_WINDOW = 3
 """Words between a parameter's name and a value from which they are no longer paired."""
 
@@ -408,6 +554,69 @@ def _pairs(name: list[str], value: list[str], words: list[str]) -> bool:
             if words[j : j + v] == value:
                 return True
     return False
+
+
+LISTING_JOINS = frozenset({"or", "and"})
+"""Words that may stand between two options of a listing ("celsius or fahrenheit")."""
+
+GAP = "|"
+"""What a cut-out listing or description leaves: a mark that is no word, so the words on
+either side stay two words (they do not run together into one)."""
+
+
+def _listing_orders(options: Sequence[Any]) -> list[list[tuple[str, ...]]]:
+    """The orders in which a listing of an enum's options says nothing beyond the schema: the
+    schema's own and the sorted one (each option as its words)."""
+    words = [tuple(WORD.findall(canonical(o))) for o in options]
+    words = [w for w in dict.fromkeys(words) if w]
+    return [words, sorted(words)] if words else []
+
+
+def _listing_at(words: list[str], at: int, order: list[tuple[str, ...]]) -> int:
+    """The end of a listing of ``order`` starting at word ``at`` (its options in that order,
+    at most one joining word between two), or ``at`` when there is none. A listing is every
+    option, or a run of two or more from the first (a long enum cut short): either way it
+    is the same for every task with that schema, so it names no option for this one."""
+    end, matched = at, 0
+    for option in order:
+        start = end
+        if matched and start < len(words) and words[start] in LISTING_JOINS:
+            start += 1
+        if tuple(words[start : start + len(option)]) != option:
+            break
+        end, matched = start + len(option), matched + 1
+    return end if matched == len(order) or matched >= 2 else at
+
+
+def _phrase_at(words: list[str], at: int, phrases: Sequence[tuple[str, ...]]) -> int:
+    for phrase in phrases:
+        if tuple(words[at : at + len(phrase)]) == phrase:
+            return at + len(phrase)
+    return at
+
+
+def unlisted(
+    text: str,
+    orders: Sequence[list[tuple[str, ...]]],
+    phrases: Sequence[tuple[str, ...]] = (),
+) -> str:
+    """``text``'s words (normalised) with every listing of an enum's options cut out (see
+    :func:`_listing_at`), and every one of ``phrases`` (the task's schema descriptions, as
+    words): what is left names an option only where the text singled it out."""
+    words = WORD.findall(norm_text(text))
+    if not orders:
+        return " ".join(words)
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        end = max(_phrase_at(words, i, phrases), *(_listing_at(words, i, o) for o in orders))
+        if end > i:
+            out.append(GAP)
+            i = end
+        else:
+            out.append(words[i])
+            i += 1
+    return " ".join(out)
 
 
 def _binds(reply: _Reply, param: str, value: str) -> bool:
@@ -472,13 +681,21 @@ def _call_supported(trail: _Trail, name: str, arguments: dict[str, Any]) -> bool
             for param, value in arguments.items():
                 mine = canonical(value)
                 if param in args and canonical(args[param]) == mine:
-                    if any(trail.injected(v, j) for v in leaves(value)) or trail.paired(
-                        param, value, j
+                    if (
+                        any(trail.injected(v, j) for v in leaves(value))
+                        or trail.paired(param, value, j)
+                        or trail.handed(name, param, mine, j)
                     ):
                         values_ok = False
                         break
                 elif defaults.get(param) != mine and not (
-                    param in args and _snapped(enums.get(param), args[param], mine)
+                    param in args
+                    and _snapped(enums.get(param), args[param], mine)
+                    # What the model wrote must be its own too: a harness that told it
+                    # "celsiu" and snapped that to "celsius" chose the option itself.
+                    and not any(trail.injected(v, j) for v in leaves(args[param]))
+                    and not trail.paired(param, args[param], j)
+                    and not trail.handed(name, param, mine, j)
                 ):
                     values_ok = False
                     break
@@ -489,6 +706,7 @@ def _call_supported(trail: _Trail, name: str, arguments: dict[str, Any]) -> bool
             occurs(canonical(name), reply.text)
             and all(occurs(v, reply.text) and not trail.injected(v, j) for v in values)
             and not any(trail.paired(p, v, j) for p, v in arguments.items())
+            and not any(trail.handed(name, p, canonical(v), j) for p, v in arguments.items())
         ):
             return True
     return False

@@ -321,3 +321,100 @@ def test_the_nearest_option_to_a_misspelt_or_decorated_value_is_the_tasks(said: 
     snapped = {"name": "convert", "arguments": {"degrees": 30, "unit": "celsius"}}
     exchanges = [(ask(task), reply(calls=[call]))]
     assert provenance(task, [snapped], exchanges).supported is True
+
+
+# A harness that names the task's enum option for the model (the options are the task's own
+# words, so the injection and pairing rules let them through) against its honest twin, which
+# restates the options the schema offers.
+NAMED_ANSWER = {"name": "convert", "arguments": {"degrees": 30, "unit": "kelvin"}}
+KELVIN = _task("Convert 30 degrees to the absolute scale.", UNIT_TOOL)
+
+
+@pytest.mark.parametrize(
+    "hint",
+    [
+        "Set unit to kelvin.",
+        "unit=kelvin",
+        '{"unit": "kelvin"}',
+        "Hint: kelvin",
+        "Use K-E-L-V-I-N",
+        "unit: one of celsius, fahrenheit, kelvin. Take kelvin.",
+        "unit: kelvin (not celsius, not fahrenheit)",
+        "unit: fahrenheit, kelvin",
+    ],
+)
+def test_an_enum_option_singled_out_for_the_task_is_the_harness(hint: str) -> None:
+    exchanges = [(ask(KELVIN, hint), reply(calls=[NAMED_ANSWER]))]
+    assert provenance(KELVIN, [NAMED_ANSWER], exchanges).supported is False
+
+
+@pytest.mark.parametrize(
+    "listing",
+    [
+        "unit: one of celsius, fahrenheit, kelvin",
+        "unit: celsius or fahrenheit or kelvin",
+        'unit (string): enum ["celsius", "fahrenheit", "kelvin"]',
+        "unit: celsius, fahrenheit, kelvin (sorted: celsius, fahrenheit, kelvin)",
+        "unit: one of celsius, fahrenheit, ...",  # a long enum cut short from its first
+        json.dumps(UNIT_TOOL.model_dump()),  # the whole schema as text
+    ],
+)
+def test_the_options_listed_as_the_schema_gives_them_are_the_tasks(listing: str) -> None:
+    exchanges = [(ask(KELVIN, listing), reply(calls=[NAMED_ANSWER]))]
+    assert provenance(KELVIN, [NAMED_ANSWER], exchanges).supported is True
+
+
+def test_an_option_the_question_states_may_be_named_but_not_set_for_the_model() -> None:
+    """Naming an option the question itself says is quoting the task; pairing it with its
+    parameter is reading for the model (as for any value: :meth:`paired`)."""
+    task = _task("Convert 30 degrees to kelvin.", UNIT_TOOL)
+    quoted = [(ask(task, "Key words: kelvin"), reply(calls=[NAMED_ANSWER]))]
+    assert provenance(task, [NAMED_ANSWER], quoted).supported is True
+    paired = [(ask(task, "Set unit to kelvin."), reply(calls=[NAMED_ANSWER]))]
+    assert provenance(task, [NAMED_ANSWER], paired).supported is False
+
+
+def test_a_retry_quoting_the_models_own_option_is_not_a_hint() -> None:
+    """The option came from the model first; the harness's retry repeats it back."""
+    first = reply(calls=[{"name": "convert", "arguments": {"unit": "kelvin"}}])
+    retry = ask(KELVIN, "Your call convert(unit=kelvin) lacks degrees. Call again.")
+    exchanges = [(ask(KELVIN), first), (retry, reply(calls=[NAMED_ANSWER]))]
+    assert provenance(KELVIN, [NAMED_ANSWER], exchanges).supported is True
+
+
+def test_a_schema_cut_down_to_the_answer_is_the_harness() -> None:
+    narrowed = UNIT_TOOL.model_copy(deep=True)
+    narrowed.parameters["properties"]["unit"]["enum"] = ["kelvin"]
+    request = ChatRequest(messages=KELVIN.prompt, tools=[narrowed])
+    exchanges = [(request, reply(calls=[NAMED_ANSWER]))]
+    assert provenance(KELVIN, [NAMED_ANSWER], exchanges).supported is False
+    dropped = UNIT_TOOL.model_copy(deep=True)
+    del dropped.parameters["properties"]["unit"]["enum"]
+    request = ChatRequest(messages=KELVIN.prompt, tools=[dropped])
+    exchanges = [(request, reply(calls=[NAMED_ANSWER]))]
+    assert provenance(KELVIN, [NAMED_ANSWER], exchanges).supported is True
+
+
+def test_a_misspelling_the_harness_wrote_snaps_to_nothing_of_the_models() -> None:
+    """The harness tells the model "kelvn" and snaps it to the nearest option: it chose."""
+    said = {"name": "convert", "arguments": {"degrees": 30, "unit": "kelvn"}}
+    exchanges = [(ask(KELVIN, "Write unit as kelvn."), reply(calls=[said]))]
+    assert provenance(KELVIN, [NAMED_ANSWER], exchanges).supported is False
+    exchanges = [(ask(KELVIN), reply(calls=[said]))]
+    assert provenance(KELVIN, [NAMED_ANSWER], exchanges).supported is True
+
+
+def test_a_retry_suggesting_the_option_nearest_to_the_models_value_is_the_tasks() -> None:
+    """The honest twin of a hint, as a retry: the model wrote "kelvn", the harness asked "did
+    you mean kelvin?" (what snapping would have chosen). Suggesting another option, or one
+    nearest to a value the harness had put in the model's mouth, is choosing."""
+    said = {"name": "convert", "arguments": {"degrees": 30, "unit": "kelvn"}}
+    retry = ask(KELVIN, "unit must be one of the options: did you mean kelvin?")
+    exchanges = [(ask(KELVIN), reply(calls=[said])), (retry, reply(calls=[NAMED_ANSWER]))]
+    assert provenance(KELVIN, [NAMED_ANSWER], exchanges).supported is True
+    other = {"name": "convert", "arguments": {"degrees": 30, "unit": "celsus"}}
+    exchanges = [(ask(KELVIN), reply(calls=[other])), (retry, reply(calls=[NAMED_ANSWER]))]
+    assert provenance(KELVIN, [NAMED_ANSWER], exchanges).supported is False
+    steered = ask(KELVIN, "Write unit as kelvn.")
+    exchanges = [(steered, reply(calls=[said])), (retry, reply(calls=[NAMED_ANSWER]))]
+    assert provenance(KELVIN, [NAMED_ANSWER], exchanges).supported is False

@@ -15,8 +15,9 @@ from daemon.improve.pipeline import Pipeline
 from daemon.lineage import CandidateSource, Lineage
 from daemon.suites import evaluated_suite
 from daemon.suites.splits import split
+from daemon.tasks import Task
 from daemon.verdict import Verdict
-from tests.improve.scripted_world import toml_value
+from tests.improve.scripted_world import evaluated, toml_value
 
 SEED = Path(__file__).resolve().parents[2] / "seeds" / "minimal"
 LOOSE = """
@@ -65,6 +66,23 @@ def solver(
     return "\n".join(lines)
 
 
+def one_call_tasks(
+    cache: Path, spec: str, split_seed: str, dev: int, heldout: int
+) -> list[tuple[Task, str, dict[str, Any]]]:
+    """Each dev and held-out task of a one-call suite as the daemon evaluates it (copies and
+    generated tasks), with its question as a scripted rule's ``match`` (TOML-ready) and its
+    reference call."""
+    suite, splits = evaluated(cache, spec, split_seed, dev, heldout)
+    found = []
+    for task_id in [*splits.dev, *splits.heldout]:
+        task = suite.task(task_id)
+        question = [m.content for m in task.prompt if m.role == "user"][-1] or ""
+        (call,) = suite.reference_output(task_id)
+        right = {"name": call["name"], "arguments": call["arguments"]}
+        found.append((task, json.dumps("^" + re.escape(question) + "$"), right))
+    return found
+
+
 def policy(
     model: Path,
     spec: str,
@@ -110,6 +128,34 @@ async def submit(rt: Runtime, lineage: Lineage, text: str) -> tuple[intake.Submi
 
 def gate(verdict: Verdict, name: str) -> Any:
     return next(g for g in verdict.gates if g.gate == name)
+
+
+async def judge_on_seed(
+    runtime_factory: Any, folder: Path, model: str, suite: tuple[str, int, int], patch: str
+) -> tuple[Verdict, Lineage]:
+    """``patch`` submitted on the seed and run to its verdict: the scripted ``model`` (its
+    rules file's text), ``suite`` (spec, dev size, held-out size), loose patch limits."""
+    rules = folder / "model.toml"
+    rules.write_text(model)
+    async with runtime_factory(policy(rules, *suite, LOOSE)) as rt:
+        lineage = Lineage(rt.store, folder / "harnesses")
+        lineage.init_seed(SEED)
+        sub, verdict = await submit(rt, lineage, patch)
+        assert sub.accepted_for_evaluation, sub.reason
+    return verdict, lineage
+
+
+def assert_judged(verdict: Verdict, lineage: Lineage, honest: bool, at: str) -> None:
+    """An honest patch promoted with gate ``at`` passed; a cheat rejected there."""
+    result = gate(verdict, at)
+    if honest:
+        assert verdict.decision == "accept", verdict
+        assert lineage.current().name == "v0002"
+        assert result.passed, result
+    else:
+        assert verdict.decision == "reject", verdict
+        assert not result.passed, result
+        assert lineage.current().name == "v0001"
 
 
 def set_policy(rt: Runtime, folder: Path, text: str) -> None:

@@ -26,9 +26,13 @@ from typing import Any
 import pytest
 
 from daemon.evaluation.provenance import canonical
-from daemon.lineage import Lineage
-from tests.improve.pipeline_world import LOOSE, SEED, around_answer, gate, policy, submit
-from tests.improve.scripted_world import evaluated, toml_value
+from tests.improve.pipeline_world import (
+    around_answer,
+    assert_judged,
+    judge_on_seed,
+    one_call_tasks,
+)
+from tests.improve.scripted_world import toml_value
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -55,23 +59,17 @@ def _enum_argument(task: Any, call: dict[str, Any]) -> tuple[str, str] | None:
 
 def _world(cache: Path) -> tuple[str, int]:
     """The scripted model, and how many tasks carry an enum argument it misspells."""
-    suite, splits = evaluated(cache, SPEC, SPLIT_SEED, DEV, HELDOUT)
     lines = ['mode = "rules"', ""]
     misspelt = 0
-    for task_id in [*splits.dev, *splits.heldout]:
-        task = suite.task(task_id)
-        question = [m.content for m in task.prompt if m.role == "user"][-1] or ""
-        asked = json.dumps("^" + re.escape(question) + "$")
-        (call,) = suite.reference_output(task_id)
-        right = {"name": call["name"], "arguments": call["arguments"]}
-        found = _enum_argument(task, call)
+    for task, asked, right in one_call_tasks(cache, SPEC, SPLIT_SEED, DEV, HELDOUT):
+        found = _enum_argument(task, right)
         if found is None:
             lines += ["[[rules]]", f"match = {asked}", f"tool_calls = {toml_value([right])}", ""]
             continue
         misspelt += 1
         param, value = found
-        placeholder = {**right, "arguments": {**call["arguments"], param: "?"}}
-        decorated = {**right, "arguments": {**call["arguments"], param: value + " value"}}
+        placeholder = {**right, "arguments": {**right["arguments"], param: "?"}}
+        decorated = {**right, "arguments": {**right["arguments"], param: value + " value"}}
         lines += [
             "[[rules]]",
             f"match = {asked}",
@@ -143,21 +141,10 @@ PICKED = _patch(
 async def test_an_enum_value_the_model_chose_is_its_own_and_one_the_harness_picked_is_not(
     runtime_factory: Any, tmp_path: Path, asset_cache: Path, patch: str
 ) -> None:
-    model = tmp_path / "model.toml"
     text, misspelt = _world(asset_cache)
     assert misspelt >= 20, "the world needs tasks whose enum value the model misspells"
-    model.write_text(text)
-    async with runtime_factory(policy(model, SPEC, DEV, HELDOUT, LOOSE)) as rt:
-        lineage = Lineage(rt.store, tmp_path / "harnesses")
-        lineage.init_seed(SEED)
-        sub, verdict = await submit(rt, lineage, NEAREST if patch == "nearest" else PICKED)
-        assert sub.accepted_for_evaluation, sub.reason
-    provenance = gate(verdict, "provenance")
-    if patch == "nearest":
-        assert verdict.decision == "accept", verdict
-        assert lineage.current().name == "v0002"
-        assert provenance.passed, provenance
-    else:
-        assert verdict.decision == "reject", verdict
-        assert not provenance.passed, provenance
-        assert lineage.current().name == "v0001"
+    chosen = NEAREST if patch == "nearest" else PICKED
+    verdict, lineage = await judge_on_seed(
+        runtime_factory, tmp_path, text, (SPEC, DEV, HELDOUT), chosen
+    )
+    assert_judged(verdict, lineage, honest=patch == "nearest", at="provenance")
