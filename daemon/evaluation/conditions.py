@@ -18,11 +18,12 @@ from daemon.config.policy import Policy
 from daemon.evaluation.taskrun import GUEST_DIR
 from daemon.suites.base import Suite
 
-SCORING_VERSION = 5
+SCORING_VERSION = 6
 """Bump when what a task result records changes (2: provenance of solves; 3: provenance
 sees disguised injections and checks all of a code answer; 4: and every tool call of a
 multi-step task; 5: values the task states are its own, a harness's fixed block is its
-design, relayed pairings and echoes support nothing)."""
+design, relayed pairings and echoes support nothing; 6: an enum value snapped only to the
+nearest option, free-text answers checked, an option the harness singled out its own)."""
 
 _lock = threading.Lock()
 _suite_prints: dict[tuple[str, int], str] = {}
