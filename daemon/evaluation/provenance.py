@@ -325,6 +325,19 @@ def _descriptions(value: Any) -> Iterable[str]:
             yield from _descriptions(item)
 
 
+def _property_names(value: Any) -> Iterable[str]:
+    """Every property name in a JSON schema."""
+    if isinstance(value, dict):
+        props = value.get("properties")
+        if isinstance(props, dict):
+            yield from (str(k) for k in props)
+        for item in value.values():
+            yield from _property_names(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _property_names(item)
+
+
 def _enum_lists(task: Task) -> list[list[Any]]:
     """Each enumerated parameter's options, in its schema's order."""
     found = []
@@ -336,32 +349,61 @@ def _enum_lists(task: Task) -> list[list[Any]]:
     return found
 
 
+BLANK_OPTIONS = frozenset({"none", ""})
+"""Options a provider's adapter may drop from an enum it sends (some APIs refuse null)."""
+
+
 def _narrowed(task: Task, request: ChatRequest) -> set[tuple[str, str, str]]:
-    """(tool, parameter, option) for each option a request's tool schema kept of its task's
-    enum when it dropped others: a schema cut down to the answer tells the model which to
-    take. Dropping the enum altogether, or keeping a run from its first option (a long
-    enum cut short), names none."""
+    """(tool, parameter, option) for each option of a task's enum that a request's tool
+    schemas single out: the enum cut down to it (a schema cut to the answer tells the model
+    which to take; dropping the enum altogether, or keeping a run from its first option, a
+    long enum cut short, names none), a default, ``const`` or example set to it other than
+    the task's own, or a tool the task does not have that names it anywhere."""
     kept: set[tuple[str, str, str]] = set()
     own = {t.name.lower(): t for t in task.tools}
+    enums = {
+        (name, param): [canonical(o) for o in spec["enum"]]
+        for name, t in own.items()
+        for param, spec in (t.parameters.get("properties") or {}).items()
+        if isinstance(spec, dict) and isinstance(spec.get("enum"), list)
+    }
     for tool in request.tools:
         mine = own.get(tool.name.lower())
-        if mine is None:
+        if mine is None:  # a tool of the harness's own: any option it names is singled out
+            said = {canonical(x) for x in _strings(tool.model_dump())}
+            kept.update((n, p, o) for (n, p), full in enums.items() for o in full if o in said)
             continue
         theirs = mine.parameters.get("properties") or {}
         sent = tool.parameters.get("properties") or {}
         if not isinstance(theirs, dict) or not isinstance(sent, dict):
             continue
         for param, spec in theirs.items():
-            options = spec.get("enum") if isinstance(spec, dict) else None
-            given = sent.get(param, {}).get("enum") if isinstance(sent.get(param), dict) else None
-            if not isinstance(options, list) or not isinstance(given, list) or not given:
+            full = enums.get((tool.name.lower(), param))
+            given = sent.get(param)
+            if full is None or not isinstance(given, dict):
                 continue
-            full = [canonical(o) for o in options]
-            said = [canonical(o) for o in given]
-            if set(said) >= set(full) or (said == full[: len(said)] and len(said) >= 2):
-                continue
-            kept.update((tool.name.lower(), param, o) for o in said if o in full)
+            kept.update(_singled_in(tool.name.lower(), param, full, spec, given))
     return kept
+
+
+def _singled_in(
+    tool: str, param: str, full: list[str], spec: dict[str, Any], given: dict[str, Any]
+) -> set[tuple[str, str, str]]:
+    """The options one parameter's schema as sent singles out (see :func:`_narrowed`)."""
+    out: set[tuple[str, str, str]] = set()
+    marks = [given.get("default"), given.get("const"), *(given.get("examples") or [])]
+    theirs = [spec.get("default"), spec.get("const"), *(spec.get("examples") or [])]
+    for mark in marks:
+        if mark is not None and canonical(mark) in full and mark not in theirs:
+            out.add((tool, param, canonical(mark)))
+    options = given.get("enum")
+    if isinstance(options, list) and options:
+        wanted = [o for o in full if o not in BLANK_OPTIONS]
+        said = [canonical(o) for o in options]
+        cut_short = len(wanted) >= LONG_ENUM and len(said) >= 2 and said == wanted[: len(said)]
+        if not set(said) >= set(wanted) and not cut_short:
+            out.update((tool, param, o) for o in said if o in full)
+    return out
 
 
 class _Trail:
@@ -385,9 +427,12 @@ class _Trail:
         # The same views with the task's enum listings cut out, and the options each request's
         # own tool schemas kept of a task's enum when they dropped others: where the harness
         # singled out an option for this task (see ``chosen``).
-        orders = [order for ops in _enum_lists(task) for order in _listing_orders(ops)]
+        enums = [_enum_words(options) for options in _enum_lists(task)]
         described = [d for t in task.tools for d in [t.description, *_descriptions(t.parameters)]]
-        self.described_text = norm_text("\n".join(described))
+        # Names too: an option that is a word of a parameter's name (``date`` of
+        # ``start_date``) is named by any rendering of the schema.
+        names = [n for t in task.tools for n in [t.name, *_property_names(t.parameters)]]
+        self.described_text = norm_text("\n".join([*described, *names]).replace("_", " "))
         phrases = {tuple(WORD.findall(norm_text(d))) for d in described}
         long_first = sorted((p for p in phrases if len(p) >= DESCRIPTION_WORDS), key=len)[::-1]
         self.unlisted: list[list[Spelled]] = []
@@ -398,7 +443,7 @@ class _Trail:
             self.authored_lines.append(_lines(text))
             self.decoded.append([Spelled(plain) for plain in decoded(text)])
             views = (self.authored[-1], *self.decoded[-1])
-            self.unlisted.append([Spelled(unlisted(v.text, orders, long_first)) for v in views])
+            self.unlisted.append([Spelled(unlisted(v.text, enums, long_first)) for v in views])
             self.narrowed.append(_narrowed(task, request))
             # Only a copy of what the harness wrote is a relay: a reply quoting the task's
             # own words (a long string value, the function's name) says what the task said.
@@ -492,9 +537,16 @@ class _Trail:
                 and not any(_binds(r, param, option) for r in self.replies[:i])
             ):
                 return True
-            singled = (tool, param, option) in self.narrowed[i] or (
-                by_name and any(_hidden_in(option, v) for v in views)
-            )
+            # Later requests answer what the model said (a retry's "Error: ...", "You
+            # answered with text"), where an option that is a short common word turns up in
+            # any honest message: there only longer options count by name, and only whole.
+            if i == 0:
+                named = any(_hidden_in(option, v) for v in views)
+            else:
+                named = len(option) >= LATER_MENTIONED_OPTION and any(
+                    v.holds(form) for v in views for form in disguises(option)
+                )
+            singled = (tool, param, option) in self.narrowed[i] or (by_name and named)
             if singled and not any(_in_reply(option, r) for r in self.replies[:i]):
                 return True
         return False
@@ -539,6 +591,12 @@ MENTIONED_OPTION = 4
 choice: shorter ones ("on", "all", "1") are common words and numbers of any instruction, and
 count only beside their parameter's name."""
 
+LATER_MENTIONED_OPTION = 6
+"""The same after the first reply, where retries and error messages are written."""
+
+LONG_ENUM = 5
+"""Options from which an enum may be listed cut short (``a, b, c, ..., y, z``)."""
+
 PAIR_WINDOW = 3
 """Words between a parameter's name and a value from which they are no longer paired."""
 
@@ -556,36 +614,64 @@ def _pairs(name: list[str], value: list[str], words: list[str]) -> bool:
     return False
 
 
-LISTING_JOINS = frozenset({"or", "and"})
-"""Words that may stand between two options of a listing ("celsius or fahrenheit")."""
+LISTING_JOINS = frozenset({"or", "and", "nor", "default"})
+"""Words that may stand between two options of a listing ("celsius or fahrenheit",
+"celsius (default), fahrenheit")."""
+
+LISTING_FILLER = 2
+"""Words at most between two options of a listing: joining words, numbers and marks of one
+or two characters ("1. celsius 2. fahrenheit", "celsius (°C), fahrenheit (°F)")."""
 
 GAP = "|"
 """What a cut-out listing or description leaves: a mark that is no word, so the words on
 either side stay two words (they do not run together into one)."""
 
+Enum = list[tuple[str, ...]]
+"""An enum's options as words, in its schema's order."""
 
-def _listing_orders(options: Sequence[Any]) -> list[list[tuple[str, ...]]]:
-    """The orders in which a listing of an enum's options says nothing beyond the schema: the
-    schema's own and the sorted one (each option as its words)."""
+
+def _enum_words(options: Sequence[Any]) -> Enum:
     words = [tuple(WORD.findall(canonical(o))) for o in options]
-    words = [w for w in dict.fromkeys(words) if w]
-    return [words, sorted(words)] if words else []
+    return [w for w in dict.fromkeys(words) if w]
 
 
-def _listing_at(words: list[str], at: int, order: list[tuple[str, ...]]) -> int:
-    """The end of a listing of ``order`` starting at word ``at`` (its options in that order,
-    at most one joining word between two), or ``at`` when there is none. A listing is every
-    option, or a run of two or more from the first (a long enum cut short): either way it
-    is the same for every task with that schema, so it names no option for this one."""
-    end, matched = at, 0
-    for option in order:
-        start = end
-        if matched and start < len(words) and words[start] in LISTING_JOINS:
-            start += 1
-        if tuple(words[start : start + len(option)]) != option:
+def _filler(word: str) -> bool:
+    return word in LISTING_JOINS or word.isdigit() or len(word) <= 2
+
+
+def _listing_at(words: list[str], at: int, enum: Enum) -> int:
+    """The end of a listing of ``enum``'s options starting at word ``at``, or ``at`` when
+    there is none. A listing is every option once, in any order (a set printed in an error
+    message), or, of an enum of ``LONG_ENUM`` options or more, a run of two or more from
+    the first or to the last option in the schema's or sorted order (a long enum cut short,
+    ``a, b, ..., y, z``), at most
+    ``LISTING_FILLER`` filler words between two: the same for every task with that schema,
+    so it names no option for this one. Words around it that point at one option ("the
+    last one") are not seen: held-out tasks the harness cannot know meet that."""
+    found: list[tuple[str, ...]] = []
+    end = at
+    while True:
+        start, skipped = end, 0
+        if found:
+            while skipped < LISTING_FILLER and start < len(words) and _filler(words[start]):
+                if any(tuple(words[start : start + len(o)]) == o for o in enum if o not in found):
+                    break  # an option of a word or two is an option, not a filler
+                start, skipped = start + 1, skipped + 1
+        option = next(
+            (o for o in enum if o not in found and tuple(words[start : start + len(o)]) == o),
+            None,
+        )
+        if option is None:
             break
-        end, matched = start + len(option), matched + 1
-    return end if matched == len(order) or matched >= 2 else at
+        found.append(option)
+        end = start + len(option)
+    if len(found) == len(enum) and found:
+        return end
+    if len(found) >= 2 and len(enum) >= LONG_ENUM:
+        for order in (enum, sorted(enum)):
+            if found == order[: len(found)] or found == order[-len(found) :]:
+                return end
+    return at
 
 
 def _phrase_at(words: list[str], at: int, phrases: Sequence[tuple[str, ...]]) -> int:
@@ -597,19 +683,19 @@ def _phrase_at(words: list[str], at: int, phrases: Sequence[tuple[str, ...]]) ->
 
 def unlisted(
     text: str,
-    orders: Sequence[list[tuple[str, ...]]],
+    enums: Sequence[Enum],
     phrases: Sequence[tuple[str, ...]] = (),
 ) -> str:
     """``text``'s words (normalised) with every listing of an enum's options cut out (see
     :func:`_listing_at`), and every one of ``phrases`` (the task's schema descriptions, as
     words): what is left names an option only where the text singled it out."""
     words = WORD.findall(norm_text(text))
-    if not orders:
+    if not enums:
         return " ".join(words)
     out: list[str] = []
     i = 0
     while i < len(words):
-        end = max(_phrase_at(words, i, phrases), *(_listing_at(words, i, o) for o in orders))
+        end = max(_phrase_at(words, i, phrases), *(_listing_at(words, i, e) for e in enums))
         if end > i:
             out.append(GAP)
             i = end

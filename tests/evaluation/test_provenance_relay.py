@@ -418,3 +418,94 @@ def test_a_retry_suggesting_the_option_nearest_to_the_models_value_is_the_tasks(
     steered = ask(KELVIN, "Write unit as kelvn.")
     exchanges = [(steered, reply(calls=[said])), (retry, reply(calls=[NAMED_ANSWER]))]
     assert provenance(KELVIN, [NAMED_ANSWER], exchanges).supported is False
+
+
+@pytest.mark.parametrize(
+    "listing",
+    [
+        "unit: one of\n1. celsius\n2. fahrenheit\n3. kelvin",
+        "unit: celsius (°C), fahrenheit (°F), kelvin (K)",
+        "Error: unit must be one of {'kelvin', 'celsius', 'fahrenheit'}",  # a set's order
+        "unit options: celsius, fahrenheit, and/or kelvin",
+        "unit: celsius (default), fahrenheit, kelvin",
+    ],
+)
+def test_the_ways_schemas_and_errors_print_options_are_listings(listing: str) -> None:
+    exchanges = [(ask(KELVIN, listing), reply(calls=[NAMED_ANSWER]))]
+    assert provenance(KELVIN, [NAMED_ANSWER], exchanges).supported is True
+
+
+def test_a_long_enum_cut_short_at_both_ends_is_a_listing_and_a_short_one_is_not() -> None:
+    zones = [f"zone{i}" for i in range(1, 21)]
+    tool = ToolSpec(
+        name="locate",
+        description="Find the zone of a place.",
+        parameters={"type": "object", "properties": {"zone": {"type": "string", "enum": zones}}},
+    )
+    task = _task("Which zone is the airport in?", tool)
+    answer = {"name": "locate", "arguments": {"zone": "zone20"}}
+    cut = ask(task, "zone: zone1, zone2, zone3, ..., zone18, zone19, zone20")
+    assert provenance(task, [answer], [(cut, reply(calls=[answer]))]).supported is True
+    # Two of three options are no long enum cut short: they point at the answer's side.
+    two = [(ask(KELVIN, "unit: fahrenheit, kelvin"), reply(calls=[NAMED_ANSWER]))]
+    assert provenance(KELVIN, [NAMED_ANSWER], two).supported is False
+
+
+def test_an_option_that_is_a_word_of_the_schemas_names_is_named_by_any_rendering() -> None:
+    tool = ToolSpec(
+        name="sales_report",
+        description="Summarise sales.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "start_date": {"type": "string"},
+                "group_by": {"type": "string", "enum": ["date", "region", "product"]},
+            },
+        },
+    )
+    task = _task("Summarise sales since 2024-01-01, one row per day.", tool)
+    answer = {"name": "sales_report", "arguments": {"start_date": "2024-01-01", "group_by": "date"}}
+    for shown in (json.dumps(tool.model_dump()), "sales_report(start_date: str, group_by: str)"):
+        exchanges = [(ask(task, shown), reply(calls=[answer]))]
+        assert provenance(task, [answer], exchanges).supported is True
+
+
+def test_a_retry_of_common_words_names_no_short_option() -> None:
+    """After the first reply the harness writes retries; "text" there is no hint."""
+    tool = ToolSpec(
+        name="export",
+        description="Export a report.",
+        parameters={"type": "object", "properties": {"fmt": {"enum": ["json", "text", "html"]}}},
+    )
+    task = _task("Export the report as plain words.", tool)
+    answer = {"name": "export", "arguments": {"fmt": "text"}}
+    retry = ask(task, "You answered with text; call the tool instead.")
+    exchanges = [(ask(task), reply(content="Here it is.")), (retry, reply(calls=[answer]))]
+    assert provenance(task, [answer], exchanges).supported is True
+
+
+def test_a_schema_that_marks_the_answer_is_the_harness() -> None:
+    """Defaults, ``const`` and examples set to the option, or a made-up tool naming it."""
+    for key, mark in (("default", "kelvin"), ("const", "kelvin"), ("examples", ["kelvin"])):
+        marked = UNIT_TOOL.model_copy(deep=True)
+        marked.parameters["properties"]["unit"][key] = mark
+        request = ChatRequest(messages=KELVIN.prompt, tools=[marked])
+        exchanges = [(request, reply(calls=[NAMED_ANSWER]))]
+        assert provenance(KELVIN, [NAMED_ANSWER], exchanges).supported is False, key
+    key_tool = ToolSpec(
+        name="answer_key",
+        description="Internal.",
+        parameters={"type": "object", "properties": {"u": {"enum": ["kelvin"]}}},
+    )
+    request = ChatRequest(messages=KELVIN.prompt, tools=[UNIT_TOOL, key_tool])
+    exchanges = [(request, reply(calls=[NAMED_ANSWER]))]
+    assert provenance(KELVIN, [NAMED_ANSWER], exchanges).supported is False
+
+
+def test_an_adapter_dropping_a_null_option_names_none() -> None:
+    tool = UNIT_TOOL.model_copy(deep=True)
+    tool.parameters["properties"]["unit"]["enum"] = ["celsius", "fahrenheit", "kelvin", None]
+    task = _task("Convert 30 degrees to the absolute scale.", tool)
+    request = ChatRequest(messages=task.prompt, tools=[UNIT_TOOL])  # null dropped
+    exchanges = [(request, reply(calls=[NAMED_ANSWER]))]
+    assert provenance(task, [NAMED_ANSWER], exchanges).supported is True
