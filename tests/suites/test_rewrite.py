@@ -159,6 +159,31 @@ def test_copies_rename_reorder_and_renumber(bfcl: BfclSuite) -> None:
 
 
 @pytest.mark.unit
+def test_copies_list_each_enums_options_in_another_order(bfcl: BfclSuite) -> None:
+    """A table that points at an option by position ("the last one") for a task's wording
+    points elsewhere on its copy; the answers name values, so they stand (the ground-truth
+    replay above verifies on every copy)."""
+    ids = bfcl.task_ids()
+    copies = bfcl.counterfactual(ids, SEED)
+    enums = 0
+    for task_id in ids:
+        before = {
+            json.dumps(sorted(map(repr, spec["enum"]))): spec["enum"]
+            for f in bfcl._entry(task_id).functions
+            for spec in f["parameters"].get("properties", {}).values()
+            if isinstance(spec, dict) and len(set(map(repr, spec.get("enum") or []))) >= 2
+        }
+        for f in copies._entry(task_id).functions:
+            for spec in f["parameters"].get("properties", {}).values():
+                options = spec.get("enum") if isinstance(spec, dict) else None
+                key = json.dumps(sorted(map(repr, options or [])))
+                if key in before:
+                    enums += 1
+                    assert options != before[key], (task_id, options)
+    assert enums > 50
+
+
+@pytest.mark.unit
 def test_copies_are_fixed_by_the_seed_and_differ_across_seeds(bfcl: BfclSuite) -> None:
     ids = bfcl.task_ids()[:50]
     a, b, c = (bfcl.counterfactual(ids, s) for s in (SEED, SEED, "another-installation"))

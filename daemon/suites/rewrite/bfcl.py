@@ -11,7 +11,8 @@ possible answers, as BFCL's files hold them) so BFCL's own checker judges it unc
   same shape exists (:class:`StringPool`);
 * **names**: every function and each of its top-level parameters is renamed, in the tools,
   the question (where it names them as identifiers) and the answers;
-* **order**: the tools are shuffled, and each tool's parameters.
+* **order**: the tools are shuffled, each tool's parameters, and each enum's options (a
+  table that says "the last option" for a task's wording points elsewhere on its copy).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Surfaces:
     param_names: bool = True
     tool_order: bool = True
     param_order: bool = True
+    enum_order: bool = True
 
 
 SURFACES = Surfaces()
@@ -296,7 +298,10 @@ def rewrite(
         while keep.param_order and len(order) > 1 and order == list(props):  # always another
             rng.shuffle(order)
         new_params = dict(params)
-        new_params["properties"] = {mine[p]: _rename_docs(props[p], renames) for p in order}
+        new_params["properties"] = {
+            mine[p]: _shuffled_enum(_rename_docs(props[p], renames), rng, keep.enum_order)
+            for p in order
+        }
         if "required" in params:
             required = set(params["required"])
             new_params["required"] = [mine.get(p, p) for p in order if p in required]
@@ -323,6 +328,18 @@ def rewrite(
     for mine in param_names.values():
         flat |= mine
     return Copy(question, rewritten, new_answers, numbers, strings, flat)
+
+
+def _shuffled_enum(spec: Json, rng: random.Random, shuffle: bool) -> Json:
+    """``spec`` with its enum's options in another order (always another, from two distinct
+    options); the allowed answers name values, not positions, so they stand."""
+    options = spec.get("enum") if isinstance(spec, dict) else None
+    if not shuffle or not isinstance(options, list) or len(set(map(repr, options))) < 2:
+        return spec
+    order = list(options)
+    while order == options:
+        rng.shuffle(order)
+    return {**spec, "enum": order}
 
 
 def _apply_numbers(text: str, numbers: dict[float, float]) -> str:
