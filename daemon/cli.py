@@ -262,9 +262,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def stacks_on_sigusr1() -> None:
+    """``kill -USR1 <pid>`` prints every thread's stack to stderr (the daemon's log): a
+    process that does not stop can say where it waits, without a debugger."""
+    import faulthandler
+    import signal
+
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from daemon._guard import check_import_names
 
+    stacks_on_sigusr1()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "config"):
