@@ -434,7 +434,7 @@ class _Trail:
         names = [n for t in task.tools for n in [t.name, *_property_names(t.parameters)]]
         self.described_text = norm_text("\n".join([*described, *names]).replace("_", " "))
         phrases = {tuple(WORD.findall(norm_text(d))) for d in described}
-        long_first = sorted((p for p in phrases if len(p) >= DESCRIPTION_WORDS), key=len)[::-1]
+        listings = Listings(enums, (p for p in phrases if len(p) >= DESCRIPTION_WORDS))
         self.unlisted: list[list[Spelled]] = []
         self.narrowed: list[set[tuple[str, str, str]]] = []
         for request, response in exchanges:
@@ -443,7 +443,7 @@ class _Trail:
             self.authored_lines.append(_lines(text))
             self.decoded.append([Spelled(plain) for plain in decoded(text)])
             views = (self.authored[-1], *self.decoded[-1])
-            self.unlisted.append([Spelled(unlisted(v.text, enums, long_first)) for v in views])
+            self.unlisted.append([Spelled(listings.cut(v.text)) for v in views])
             self.narrowed.append(_narrowed(task, request))
             # Only a copy of what the harness wrote is a relay: a reply quoting the task's
             # own words (a long string value, the function's name) says what the task said.
@@ -509,7 +509,7 @@ class _Trail:
         ``MENTIONED_OPTION`` characters or more that the task's question and schema
         descriptions do not state, by name anywhere ("Hint: celsius"); or its tool schema
         kept that option and dropped others. Listing the options (the task's schema
-        restated, see :func:`unlisted`) names none, and the parameter's default is the
+        restated, see :class:`Listings`) names none, and the parameter's default is the
         harness's to fill anyway.
 
         The options are the task's words, so :meth:`injected` and :meth:`paired` let them
@@ -674,35 +674,50 @@ def _listing_at(words: list[str], at: int, enum: Enum) -> int:
     return at
 
 
-def _phrase_at(words: list[str], at: int, phrases: Sequence[tuple[str, ...]]) -> int:
-    for phrase in phrases:
-        if tuple(words[at : at + len(phrase)]) == phrase:
-            return at + len(phrase)
-    return at
+class Listings:
+    """Cuts what names no option for one task out of a text: every listing of its enums'
+    options (see :func:`_listing_at`) and every one of its schema descriptions (``phrases``,
+    as words), each found only where its first word is (a long multi-turn request is read in
+    one pass, not once per enum)."""
 
+    def __init__(self, enums: Sequence[Enum], phrases: Iterable[tuple[str, ...]] = ()) -> None:
+        self.enums = list(enums)
+        self.by_first: dict[str, list[Enum]] = {}
+        for enum in self.enums:
+            for first in dict.fromkeys(option[0] for option in enum):
+                self.by_first.setdefault(first, []).append(enum)
+        self.phrases: dict[str, list[tuple[str, ...]]] = {}
+        for phrase in sorted(set(phrases), key=len, reverse=True):
+            if phrase:
+                self.phrases.setdefault(phrase[0], []).append(phrase)
 
-def unlisted(
-    text: str,
-    enums: Sequence[Enum],
-    phrases: Sequence[tuple[str, ...]] = (),
-) -> str:
-    """``text``'s words (normalised) with every listing of an enum's options cut out (see
-    :func:`_listing_at`), and every one of ``phrases`` (the task's schema descriptions, as
-    words): what is left names an option only where the text singled it out."""
-    words = WORD.findall(norm_text(text))
-    if not enums:
-        return " ".join(words)
-    out: list[str] = []
-    i = 0
-    while i < len(words):
-        end = max(_phrase_at(words, i, phrases), *(_listing_at(words, i, e) for e in enums))
-        if end > i:
-            out.append(GAP)
-            i = end
-        else:
-            out.append(words[i])
-            i += 1
-    return " ".join(out)
+    def _end_at(self, words: list[str], at: int) -> int:
+        end = at
+        for phrase in self.phrases.get(words[at], ()):
+            if tuple(words[at : at + len(phrase)]) == phrase:
+                end = at + len(phrase)
+                break
+        for enum in self.by_first.get(words[at], ()):
+            end = max(end, _listing_at(words, at, enum))
+        return end
+
+    def cut(self, text: str) -> str:
+        """``text``'s words (normalised) with the listings and descriptions cut out: what is
+        left names an option only where the text singled it out."""
+        words = WORD.findall(norm_text(text))
+        if not self.enums:
+            return " ".join(words)
+        out: list[str] = []
+        i = 0
+        while i < len(words):
+            end = self._end_at(words, i)
+            if end > i:
+                out.append(GAP)
+                i = end
+            else:
+                out.append(words[i])
+                i += 1
+        return " ".join(out)
 
 
 def _binds(reply: _Reply, param: str, value: str) -> bool:
