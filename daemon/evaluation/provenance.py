@@ -406,6 +406,12 @@ def _singled_in(
     return out
 
 
+def _written_binding(param: str) -> re.Pattern[str]:
+    """``param`` given a value in text (normalised): ``unit=kelvn``, ``"unit": "kelvn"``."""
+    name = re.escape(param.lower())
+    return re.compile(rf"(?<![a-z0-9_]){name}[\"']?\s*[=:]\s*[\"']?([^\"',)\s]+)")
+
+
 class _Trail:
     """The exchanges in order, with what the harness injected before each reply."""
 
@@ -557,12 +563,12 @@ class _Trail:
         asks "did you mean celsius?" offers what snapping would have chosen (the task's)."""
         options = self.enums.get(tool, {}).get(param)
         for j, reply in enumerate(self.replies[:upto]):
-            for called, args in reply.calls:
-                if (
-                    called == tool
-                    and param in args
-                    and _snapped(options, args[param], option)
-                    and not any(self.injected(v, j) for v in leaves(args[param]))
+            given = [a[param] for called, a in reply.calls if called == tool and param in a]
+            # A call written as text: ``unit=kelvn``, ``"unit": "kelvn"``.
+            given += [m.group(1) for m in _written_binding(param).finditer(reply.whole)]
+            for value in given:
+                if _snapped(options, value, option) and not any(
+                    self.injected(v, j) for v in leaves(value)
                 ):
                     return True
         return False

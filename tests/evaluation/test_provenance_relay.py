@@ -509,3 +509,10 @@ def test_an_adapter_dropping_a_null_option_names_none() -> None:
     request = ChatRequest(messages=task.prompt, tools=[UNIT_TOOL])  # null dropped
     exchanges = [(request, reply(calls=[NAMED_ANSWER]))]
     assert provenance(task, [NAMED_ANSWER], exchanges).supported is True
+
+
+def test_a_did_you_mean_after_a_call_written_as_text_is_the_tasks() -> None:
+    said = reply(content="convert(degrees=30, unit=kelvn)")
+    retry = ask(KELVIN, "unit must be one of the options: did you mean kelvin?")
+    exchanges = [(ask(KELVIN), said), (retry, reply(calls=[NAMED_ANSWER]))]
+    assert provenance(KELVIN, [NAMED_ANSWER], exchanges).supported is True
