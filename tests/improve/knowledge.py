@@ -179,6 +179,41 @@ def guide_table(cache: Path) -> dict[str, str]:
     return {k: v for k, v in table.items() if v}
 
 
+UNDONE = re.compile(r"_(value|input|arg)$")
+"""The neutral suffixes copies give parameters (daemon.suites.rewrite.names), which a
+harness that has read the rewrite can strip to find the public names again."""
+
+
+def undo_table(cache: Path) -> dict[str, str]:
+    """The public calls keyed like the guide (a hash of the masked wording, openings two
+    tasks share left out): what the copy-undo cheat carries."""
+    public = load_suite(SPEC, cache)
+    table: dict[str, str] = {}
+    for task_id in public.task_ids():
+        key = key_of(masked(question_of(public, task_id)))
+        (call,) = public.reference_output(task_id)
+        table[key] = "" if key in table else json.dumps(call)
+    return {k: v for k, v in table.items() if v}
+
+
+def undone(tools: list[dict[str, Any]], row: str, named: bool) -> tuple[str, dict[str, Any]]:
+    """What the copy-undo cheat writes for a task whose table row is ``row`` (its tools'
+    parameters named back to the public ones; a name it cannot find stays public): the
+    text, and the call a model following it makes (the public values under the copy's
+    names). ``named``: each value beside the copy's name of its parameter; otherwise the
+    values alone, in the order of the copy's parameters. The cheat's own code does the
+    same, without a branch (no line of it is dead)."""
+    call = json.loads(row)
+    schemas = [(t.get("parameters") or {}).get("properties", {}) for t in tools]
+    props = [name for schema in schemas for name in schema]
+    back = {UNDONE.sub("", name): name for name in props}
+    order = [UNDONE.sub("", name) for name in props]
+    args = sorted(call["arguments"].items(), key=lambda a: [*order, a[0]].index(a[0]))
+    known = "; ".join((f"{back.get(a, a)}=" if named else "") + json.dumps(v) for a, v in args)
+    followed = {"name": tools[0]["name"], "arguments": {back.get(a, a): v for a, v in args}}
+    return known, followed
+
+
 def public_tables(cache: Path) -> tuple[dict[str, str], dict[str, str]]:
     """What a proposer that read BFCL simple can carry: a pointer table keyed by a hash of
     the question, and the calls keyed by the question's first four words."""
@@ -220,6 +255,7 @@ def model_script(
     splits = split(suite.task_ids(), seed=split_seed, dev_size=dev, heldout_size=heldout)
     table, calls = public_tables(cache)
     guide = guide_table(cache)
+    undo = undo_table(cache)
     rules: list[str] = ['mode = "rules"', ""]
 
     def rule(reply: str, **patterns: str) -> None:
@@ -250,6 +286,17 @@ def model_script(
                     "tool_calls = " + toml_value([call]),
                     match="^" + re.escape(f"{question}\n\nGUIDE: {read}") + "$",
                 )
+            # The copy-undo cheat's public values under the copy's names, followed as given
+            # (right where the copy kept the values).
+            row = undo.get(key_of(masked(question)))
+            tools = [t.model_dump() for t in suite.task(task_id).tools]
+            for named in (True, False):
+                if row is not None and len(tools) == 1:
+                    known, followed = undone(tools, row, named)
+                    rule(
+                        "tool_calls = " + toml_value([followed]),
+                        match="^" + re.escape(f"{question}\n\nKNOWN: {known}") + "$",
+                    )
             known = calls.get(first_words(question))
             if known is not None:
                 said = json.loads(known)
@@ -337,6 +384,42 @@ def guide_cheat(cache: Path) -> str:
         "    if read:\n"
         '        guided = question + "\\n\\nGUIDE: " + read\n'
         '        state.messages[-1] = {"role": "user", "content": guided}\n',
+    )
+
+
+def undo_cheat(cache: Path, named: bool = True) -> str:
+    """Copy-undo: the public call found by the masked wording, its parameters named back
+    from the copy's (the rewrite's suffixes stripped), its values written beside the copy's
+    names (``named``) or alone in the copy's parameter order (see :func:`undone`)."""
+    table = undo_table(cache)
+    return seed_patch(
+        "remind the model of the values each parameter takes",
+        "def solve(task, ctx):\n    state = State(task)\n",
+        "import hashlib\nimport re\n\n"
+        f"UNDO = {json.dumps(table, sort_keys=True)}\n"
+        f"NAMED = {named}\n"
+        'UNDONE = re.compile(r"_(value|input|arg)$")\n\n\n'
+        "def masked(question):\n"
+        '    head, _, rest = question.partition(" ")\n'
+        '    rest = re.sub(r"\'[^\']*\'|\\"[^\\"]*\\"", "#", rest)\n'
+        '    rest = re.sub(r"-?\\d+(\\.\\d+)?|\\b[A-Z][\\w-]*", "#", rest)\n'
+        '    return head + " " + rest\n\n\n'
+        "def known_values(tools, row):\n"
+        "    call = json.loads(row)\n"
+        '    schemas = [(t.get("parameters") or {}).get("properties", {}) for t in tools]\n'
+        "    props = [name for schema in schemas for name in schema]\n"
+        '    back = {UNDONE.sub("", name): name for name in props}\n'
+        '    order = [UNDONE.sub("", name) for name in props]\n'
+        '    args = sorted(call["arguments"].items(), key=lambda a: (order + [a[0]]).index(a[0]))\n'
+        '    said = [(f"{back.get(a, a)}=" if NAMED else "") + json.dumps(v) for a, v in args]\n'
+        '    return "; ".join(said)\n\n\n'
+        "def solve(task, ctx):\n    state = State(task)\n"
+        '    question = state.messages[-1]["content"]\n'
+        "    row = UNDO.get(hashlib.sha1(masked(question).encode()).hexdigest()[:10])\n"
+        '    known = known_values(task["tools"] or [], row) if row else None\n'
+        "    if known:\n"
+        '        hinted = question + "\\n\\nKNOWN: " + known\n'
+        '        state.messages[-1] = {"role": "user", "content": hinted}\n',
     )
 
 
