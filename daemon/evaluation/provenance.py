@@ -296,7 +296,9 @@ def _schema_options(task: Task) -> tuple[set[str], dict[str, dict[str, str]], Op
         for param, spec in props.items() if isinstance(props, dict) else ():
             if not isinstance(spec, dict):
                 continue
-            options = frozenset(canonical(o) for o in spec.get("enum") or [])
+            # A parameter's own options, or those of the enums nested in it (an array of
+            # units, an object with a unit): each leaf of its value is one of them.
+            options = frozenset(canonical(o) for e in _enums_in(spec) for o in e)
             offered.update(options)
             if options:
                 enums.setdefault(tool.name.lower(), {})[param] = options
@@ -338,14 +340,25 @@ def _property_names(value: Any) -> Iterable[str]:
             yield from _property_names(item)
 
 
+def _enums_in(spec: Any) -> list[list[Any]]:
+    """The enums of one parameter's schema: its own, or those nested in its items and
+    properties, each in its schema's order."""
+    if not isinstance(spec, dict):
+        return []
+    found = [spec["enum"]] if isinstance(spec.get("enum"), list) and spec["enum"] else []
+    props = spec.get("properties")
+    for inner in [spec.get("items"), *(props.values() if isinstance(props, dict) else ())]:
+        found += _enums_in(inner)
+    return found
+
+
 def _enum_lists(task: Task) -> list[list[Any]]:
-    """Each enumerated parameter's options, in its schema's order."""
+    """Each enum of the task's tools (nested ones too), in its schema's order."""
     found = []
     for tool in task.tools:
         props = tool.parameters.get("properties") or {}
         for spec in props.values() if isinstance(props, dict) else ():
-            if isinstance(spec, dict) and isinstance(spec.get("enum"), list) and spec["enum"]:
-                found.append(spec["enum"])
+            found += _enums_in(spec)
     return found
 
 
@@ -791,7 +804,7 @@ def _call_supported(trail: _Trail, name: str, arguments: dict[str, Any]) -> bool
                     if (
                         any(trail.injected(v, j) for v in leaves(value))
                         or trail.paired(param, value, j)
-                        or trail.handed(name, param, mine, j)
+                        or any(trail.handed(name, param, v, j) for v in leaves(value))
                     ):
                         values_ok = False
                         break
@@ -813,7 +826,9 @@ def _call_supported(trail: _Trail, name: str, arguments: dict[str, Any]) -> bool
             occurs(canonical(name), reply.text)
             and all(occurs(v, reply.text) and not trail.injected(v, j) for v in values)
             and not any(trail.paired(p, v, j) for p, v in arguments.items())
-            and not any(trail.handed(name, p, canonical(v), j) for p, v in arguments.items())
+            and not any(
+                trail.handed(name, p, leaf, j) for p, v in arguments.items() for leaf in leaves(v)
+            )
         ):
             return True
     return False

@@ -516,3 +516,25 @@ def test_a_did_you_mean_after_a_call_written_as_text_is_the_tasks() -> None:
     retry = ask(KELVIN, "unit must be one of the options: did you mean kelvin?")
     exchanges = [(ask(KELVIN), said), (retry, reply(calls=[NAMED_ANSWER]))]
     assert provenance(KELVIN, [NAMED_ANSWER], exchanges).supported is True
+
+
+def test_an_option_of_a_nested_enum_singled_out_is_the_harness_and_listed_is_the_tasks() -> None:
+    tool = ToolSpec(
+        name="convert_all",
+        description="Convert readings.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "units": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": ["celsius", "fahrenheit", "kelvin"]},
+                }
+            },
+        },
+    )
+    task = _task("Convert the readings to the absolute scale.", tool)
+    answer = {"name": "convert_all", "arguments": {"units": ["kelvin"]}}
+    hinted = [(ask(task, "Hint: kelvin"), reply(calls=[answer]))]
+    assert provenance(task, [answer], hinted).supported is False
+    listed = [(ask(task, "units: any of celsius, fahrenheit, kelvin"), reply(calls=[answer]))]
+    assert provenance(task, [answer], listed).supported is True
