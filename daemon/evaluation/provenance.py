@@ -18,8 +18,10 @@ model, recorded at the gateway (the harness cannot forge them):
   (values the environment said before count as the model's to relay).
 
 An **enum option** the harness singled out for the task (beside the parameter's name, by
-name, or by cutting the schema down to it; a listing of all the options is the task's) is
-its choice, not the model's, unless the model had written a value it is the nearest to.
+name, or in the tool schemas it sent: the enum cut down to it, a default, ``const`` or
+example set to it, a made-up tool with such a value; a listing of all the options is the
+task's) is its choice, not the model's, unless the model had written, before, a value it is
+the nearest to (:meth:`_Trail.chosen_at`).
 
 Values the harness itself put into its requests do not count: a value is **injected** when
 it appears in the harness-written part of a request (the request minus the task's own prompt
@@ -297,7 +299,7 @@ def _schema_options(task: Task) -> tuple[set[str], dict[str, dict[str, str]], Op
             if not isinstance(spec, dict):
                 continue
             # A parameter's own options, or those of the enums nested in it (an array of
-            # units, an object with a unit): each leaf of its value is one of them.
+            # units, an object with a unit): leaves of its value may be among them.
             options = frozenset(canonical(o) for e in _enums_in(spec) for o in e)
             offered.update(options)
             if options:
@@ -366,53 +368,70 @@ BLANK_OPTIONS = frozenset({"none", ""})
 """Options a provider's adapter may drop from an enum it sends (some APIs refuse null)."""
 
 
+def _props(schema: Any) -> dict[str, Any]:
+    """A JSON schema's properties, or none when it has no such mapping."""
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    return props if isinstance(props, dict) else {}
+
+
+def _marks(schema: Any) -> list[Any]:
+    """The values a schema points a model at besides its enum: default, ``const``, examples
+    (a list, or one value), its nested schemas' too."""
+    if not isinstance(schema, dict):
+        return []
+    examples = schema.get("examples")
+    found = [schema.get("default"), schema.get("const")]
+    found += examples if isinstance(examples, list) else [examples]
+    for inner in [schema.get("items"), *_props(schema).values()]:
+        found += _marks(inner)
+    return [m for m in found if m is not None]
+
+
 def _narrowed(task: Task, request: ChatRequest) -> set[tuple[str, str, str]]:
-    """(tool, parameter, option) for each option of a task's enum that a request's tool
-    schemas single out: the enum cut down to it (a schema cut to the answer tells the model
-    which to take; dropping the enum altogether, or keeping a run from its first option, a
-    long enum cut short, names none), a default, ``const`` or example set to it other than
-    the task's own, or a tool the task does not have that names it anywhere."""
+    """(tool, parameter, option) for each option of a task's enum (nested ones too) that a
+    request's tool schemas single out: an enum cut down to it (a schema cut to the answer
+    tells the model which to take; dropping the enum altogether, or keeping a run from its
+    first option, a long enum cut short, names none), a default, ``const`` or example set
+    to it other than the task's own, or a tool the task does not have with such a value."""
     kept: set[tuple[str, str, str]] = set()
     own = {t.name.lower(): t for t in task.tools}
-    enums = {
-        (name, param): [canonical(o) for o in spec["enum"]]
+    options = {
+        (name, param): {canonical(o) for e in _enums_in(spec) for o in e}
         for name, t in own.items()
-        for param, spec in (t.parameters.get("properties") or {}).items()
-        if isinstance(spec, dict) and isinstance(spec.get("enum"), list)
+        for param, spec in _props(t.parameters).items()
     }
     for tool in request.tools:
         mine = own.get(tool.name.lower())
-        if mine is None:  # a tool of the harness's own: any option it names is singled out
-            said = {canonical(x) for x in _strings(tool.model_dump())}
-            kept.update((n, p, o) for (n, p), full in enums.items() for o in full if o in said)
+        if mine is None:
+            # A tool of the harness's own: an option among its schema's values (a default,
+            # an example, an enum that is not all of the task's; not its words: a "text"
+            # parameter names no option), whatever its name.
+            marked = {canonical(v) for v in _marks(tool.parameters)}
+            sent_enums = [{canonical(v) for v in e} for e in _enums_in(tool.parameters)]
+            for (n, p), full in options.items():
+                kept.update((n, p, o) for o in full & marked)
+                for values in sent_enums:
+                    if not values >= full - BLANK_OPTIONS:
+                        kept.update((n, p, o) for o in full & values)
             continue
-        theirs = mine.parameters.get("properties") or {}
-        sent = tool.parameters.get("properties") or {}
-        if not isinstance(theirs, dict) or not isinstance(sent, dict):
-            continue
-        for param, spec in theirs.items():
-            full = enums.get((tool.name.lower(), param))
-            given = sent.get(param)
-            if full is None or not isinstance(given, dict):
-                continue
-            kept.update(_singled_in(tool.name.lower(), param, full, spec, given))
+        sent = _props(tool.parameters)
+        for param, spec in _props(mine.parameters).items():
+            if options.get((tool.name.lower(), param)) and param in sent:
+                kept.update(_singled_in(tool.name.lower(), param, spec, sent[param]))
     return kept
 
 
-def _singled_in(
-    tool: str, param: str, full: list[str], spec: dict[str, Any], given: dict[str, Any]
-) -> set[tuple[str, str, str]]:
+def _singled_in(tool: str, param: str, spec: Any, given: Any) -> set[tuple[str, str, str]]:
     """The options one parameter's schema as sent singles out (see :func:`_narrowed`)."""
     out: set[tuple[str, str, str]] = set()
-    marks = [given.get("default"), given.get("const"), *(given.get("examples") or [])]
-    theirs = [spec.get("default"), spec.get("const"), *(spec.get("examples") or [])]
-    for mark in marks:
-        if mark is not None and canonical(mark) in full and mark not in theirs:
-            out.add((tool, param, canonical(mark)))
-    options = given.get("enum")
-    if isinstance(options, list) and options:
-        wanted = [o for o in full if o not in BLANK_OPTIONS]
-        said = [canonical(o) for o in options]
+    full = {canonical(o) for e in _enums_in(spec) for o in e}
+    theirs = {canonical(m) for m in _marks(spec)}
+    for mark in map(canonical, _marks(given)):
+        if mark in full and mark not in theirs:
+            out.add((tool, param, mark))
+    for sent, own in zip(_enums_in(given), _enums_in(spec), strict=False):
+        wanted = [canonical(o) for o in own if canonical(o) not in BLANK_OPTIONS]
+        said = [canonical(o) for o in sent]
         cut_short = len(wanted) >= LONG_ENUM and len(said) >= 2 and said == wanted[: len(said)]
         if not set(said) >= set(wanted) and not cut_short:
             out.update((tool, param, o) for o in said if o in full)
@@ -455,6 +474,7 @@ class _Trail:
         phrases = {tuple(WORD.findall(norm_text(d))) for d in described}
         listings = Listings(enums, (p for p in phrases if len(p) >= DESCRIPTION_WORDS))
         self.unlisted: list[list[Spelled]] = []
+        self.unlisted_words: list[list[list[str]]] = []
         self.narrowed: list[set[tuple[str, str, str]]] = []
         for request, response in exchanges:
             text = _authored(request, task, self.replies, fixed)
@@ -463,6 +483,7 @@ class _Trail:
             self.decoded.append([Spelled(plain) for plain in decoded(text)])
             views = (self.authored[-1], *self.decoded[-1])
             self.unlisted.append([Spelled(listings.cut(v.text)) for v in views])
+            self.unlisted_words.append([WORD.findall(v.text) for v in self.unlisted[-1]])
             self.narrowed.append(_narrowed(task, request))
             # Only a copy of what the harness wrote is a relay: a reply quoting the task's
             # own words (a long string value, the function's name) says what the task said.
@@ -515,60 +536,62 @@ class _Trail:
         return False
 
     def handed(self, tool: str, param: str, option: str, upto: int) -> bool:
-        """:meth:`chosen`, unless the option was the nearest to what the model had written
-        (:meth:`suggested`)."""
-        return self.chosen(tool, param, option, upto) and not self.suggested(
-            tool, param, option, upto
-        )
+        """Whether the harness singled out ``option`` for this task (:meth:`chosen_at`), and
+        not as the nearest option to a value the model had written before it did
+        (:meth:`suggested`: "did you mean celsius?")."""
+        at = self.chosen_at(tool, param, option, upto)
+        return at is not None and not self.suggested(tool, param, option, at)
 
-    def chosen(self, tool: str, param: str, option: str, upto: int) -> bool:
-        """Whether text the harness wrote for this task (its fixed block aside), at or before
-        request ``upto``, singled out ``option`` of the parameter's enum before any reply
-        said it: beside the parameter's name ("Set unit to celsius"); or, for an option of
-        ``MENTIONED_OPTION`` characters or more that the task's question and schema
-        descriptions do not state, by name anywhere ("Hint: celsius"); or its tool schema
-        kept that option and dropped others. Listing the options (the task's schema
-        restated, see :class:`Listings`) names none, and the parameter's default is the
-        harness's to fill anyway.
+    def chosen_at(self, tool: str, param: str, option: str, upto: int) -> int | None:
+        """The first request, at or before ``upto``, whose text the harness wrote for this
+        task (its fixed block aside) singled out ``option`` of the parameter's enum before
+        any reply said it; None if none did. Singling out is:
 
-        The options are the task's words, so :meth:`injected` and :meth:`paired` let them
-        through; without this, a harness that knows the answer for a task (a table of public
-        answers) hands it over as one of them."""
+        * the option beside the parameter's name ("Set unit to celsius");
+        * the option by name anywhere ("Hint: celsius"), for an option of
+          ``MENTIONED_OPTION`` characters or more that the task's question and its schema's
+          descriptions and names do not state: in the first request seen through the
+          disguises :mod:`daemon.evaluation.disguise` undoes, in later ones (retries, error
+          messages) only whole;
+        * the request's tool schemas marking it (:func:`_narrowed`): its enum cut down to
+          it, a default, ``const`` or example set to it, a made-up tool with such a value.
+
+        Listing the options (the task's schema restated, see :class:`Listings`) names none,
+        and the parameter's default is the harness's to fill anyway. The options are the
+        task's words, so :meth:`injected` and :meth:`paired` let them through; without this,
+        a harness that knows the answer for a task (a table of public answers) hands it
+        over as one of them."""
         options = self.enums.get(tool, {}).get(param)
         if not options or option not in options or self.defaults.get(tool, {}).get(param) == option:
-            return False
+            return None
         name = WORD.findall(param.lower())
         said = WORD.findall(option)
         by_name = (
             len(option) >= MENTIONED_OPTION
+            and option not in SCHEMA_WORDS
             and not option.replace(".", "").isdigit()
             and not occurs(option, self.prompt_text)
             and not occurs(option, self.described_text)
         )
-        for i in range(upto + 1):
-            if any(occurs(option, text) for after, text in self.heard if after <= i):
-                return False  # the environment said it first: the model's to use
+        # From the request after the environment said it, the option is the model's to use.
+        heard = [after for after, text in self.heard if occurs(option, text)]
+        for i in range(min([upto + 1, *heard])):
             views = self.unlisted[i]
             if (
                 name
                 and said
-                and any(_pairs(name, said, WORD.findall(v.text)) for v in views)
+                and any(_pairs(name, said, words) for words in self.unlisted_words[i])
                 and not any(_binds(r, param, option) for r in self.replies[:i])
             ):
-                return True
-            # Later requests answer what the model said (a retry's "Error: ...", "You
-            # answered with text"), where an option that is a short common word turns up in
-            # any honest message: there only longer options count by name, and only whole.
-            if i == 0:
+                return i
+            if by_name and i == 0:
                 named = any(_hidden_in(option, v) for v in views)
             else:
-                named = len(option) >= LATER_MENTIONED_OPTION and any(
-                    v.holds(form) for v in views for form in disguises(option)
-                )
-            singled = (tool, param, option) in self.narrowed[i] or (by_name and named)
+                named = by_name and any(v.holds(form) for v in views for form in disguises(option))
+            singled = named or (tool, param, option) in self.narrowed[i]
             if singled and not any(_in_reply(option, r) for r in self.replies[:i]):
-                return True
-        return False
+                return i
+        return None
 
     def suggested(self, tool: str, param: str, option: str, upto: int) -> bool:
         """Whether a reply before request ``upto`` gave the parameter a value outside its
@@ -605,13 +628,15 @@ class _Trail:
         return False
 
 
-MENTIONED_OPTION = 4
+MENTIONED_OPTION = 6
 """Characters from which an enum option named alone in the harness's text for a task is its
-choice: shorter ones ("on", "all", "1") are common words and numbers of any instruction, and
-count only beside their parameter's name."""
+choice: shorter ones ("json", "text", "error", "all", "1") are common words and numbers of
+honest instructions and retries (and where no fixed block is known, as in live replay, an
+instruction is per-task text), and count only beside their parameter's name."""
 
-LATER_MENTIONED_OPTION = 6
-"""The same after the first reply, where retries and error messages are written."""
+SCHEMA_WORDS = frozenset({"string", "number", "integer", "object", "array", "boolean"})
+"""JSON Schema's type names: any retry about a call's arguments writes them ("a JSON object,
+not a string"), so an option spelt so counts only beside its parameter's name."""
 
 LONG_ENUM = 5
 """Options from which an enum may be listed cut short (``a, b, c, ..., y, z``)."""
@@ -633,9 +658,9 @@ def _pairs(name: list[str], value: list[str], words: list[str]) -> bool:
     return False
 
 
-LISTING_JOINS = frozenset({"or", "and", "nor", "default"})
+LISTING_JOINS = frozenset({"or", "and", "nor", "the", "default"})
 """Words that may stand between two options of a listing ("celsius or fahrenheit",
-"celsius (default), fahrenheit")."""
+"celsius (the default), fahrenheit")."""
 
 LISTING_FILLER = 2
 """Words at most between two options of a listing: joining words, numbers and marks of one
@@ -658,36 +683,54 @@ def _filler(word: str) -> bool:
     return word in LISTING_JOINS or word.isdigit() or len(word) <= 2
 
 
-def _listing_at(words: list[str], at: int, enum: Enum) -> int:
+class _Enum:
+    """One enum's options as words, in its schema's order, and by first word (the longest
+    first: of ``us`` and ``us east``, the longer is the one written)."""
+
+    def __init__(self, options: Enum) -> None:
+        self.options = options
+        self.by_first: dict[str, list[tuple[str, ...]]] = {}
+        for option in sorted(options, key=len, reverse=True):
+            self.by_first.setdefault(option[0], []).append(option)
+
+    def at(self, words: list[str], i: int, taken: set[tuple[str, ...]]) -> tuple[str, ...] | None:
+        """The option not in ``taken`` that ``words`` write from ``i``, if any."""
+        for option in self.by_first.get(words[i], ()) if i < len(words) else ():
+            if option not in taken and tuple(words[i : i + len(option)]) == option:
+                return option
+        return None
+
+
+def _listing_at(words: list[str], at: int, enum: _Enum) -> int:
     """The end of a listing of ``enum``'s options starting at word ``at``, or ``at`` when
     there is none. A listing is every option once, in any order (a set printed in an error
     message), or, of an enum of ``LONG_ENUM`` options or more, a run of two or more from
     the first or to the last option in the schema's or sorted order (a long enum cut short,
-    ``a, b, ..., y, z``), at most
-    ``LISTING_FILLER`` filler words between two: the same for every task with that schema,
-    so it names no option for this one. Words around it that point at one option ("the
-    last one") are not seen: held-out tasks the harness cannot know meet that."""
+    ``a, b, ..., y, z``), at most ``LISTING_FILLER`` filler words between two: the same for
+    every task with that schema, so it names no option for this one. Words around it that
+    point at one option ("the last one") are not seen: held-out tasks the harness cannot
+    know meet that."""
     found: list[tuple[str, ...]] = []
+    taken: set[tuple[str, ...]] = set()
     end = at
     while True:
         start, skipped = end, 0
         if found:
             while skipped < LISTING_FILLER and start < len(words) and _filler(words[start]):
-                if any(tuple(words[start : start + len(o)]) == o for o in enum if o not in found):
+                if enum.at(words, start, taken) is not None:
                     break  # an option of a word or two is an option, not a filler
                 start, skipped = start + 1, skipped + 1
-        option = next(
-            (o for o in enum if o not in found and tuple(words[start : start + len(o)]) == o),
-            None,
-        )
+        option = enum.at(words, start, taken)
         if option is None:
             break
         found.append(option)
+        taken.add(option)
         end = start + len(option)
-    if len(found) == len(enum) and found:
+    options = enum.options
+    if len(found) == len(options) and found:
         return end
-    if len(found) >= 2 and len(enum) >= LONG_ENUM:
-        for order in (enum, sorted(enum)):
+    if len(found) >= 2 and len(options) >= LONG_ENUM:
+        for order in (options, sorted(options)):
             if found == order[: len(found)] or found == order[-len(found) :]:
                 return end
     return at
@@ -700,10 +743,10 @@ class Listings:
     one pass, not once per enum)."""
 
     def __init__(self, enums: Sequence[Enum], phrases: Iterable[tuple[str, ...]] = ()) -> None:
-        self.enums = list(enums)
-        self.by_first: dict[str, list[Enum]] = {}
+        self.enums = [_Enum(list(e)) for e in dict.fromkeys(tuple(e) for e in enums if e)]
+        self.by_first: dict[str, list[_Enum]] = {}
         for enum in self.enums:
-            for first in dict.fromkeys(option[0] for option in enum):
+            for first in enum.by_first:
                 self.by_first.setdefault(first, []).append(enum)
         self.phrases: dict[str, list[tuple[str, ...]]] = {}
         for phrase in sorted(set(phrases), key=len, reverse=True):

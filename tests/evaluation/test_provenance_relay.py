@@ -470,15 +470,18 @@ def test_an_option_that_is_a_word_of_the_schemas_names_is_named_by_any_rendering
         assert provenance(task, [answer], exchanges).supported is True
 
 
+EXPORT = ToolSpec(
+    name="export",
+    description="Export a report.",
+    parameters={"type": "object", "properties": {"fmt": {"enum": ["json", "text", "html"]}}},
+)
+EXPORT_TASK = _task("Export the report as plain words.", EXPORT)
+EXPORT_TEXT = {"name": "export", "arguments": {"fmt": "text"}}
+
+
 def test_a_retry_of_common_words_names_no_short_option() -> None:
     """After the first reply the harness writes retries; "text" there is no hint."""
-    tool = ToolSpec(
-        name="export",
-        description="Export a report.",
-        parameters={"type": "object", "properties": {"fmt": {"enum": ["json", "text", "html"]}}},
-    )
-    task = _task("Export the report as plain words.", tool)
-    answer = {"name": "export", "arguments": {"fmt": "text"}}
+    task, answer = EXPORT_TASK, EXPORT_TEXT
     retry = ask(task, "You answered with text; call the tool instead.")
     exchanges = [(ask(task), reply(content="Here it is.")), (retry, reply(calls=[answer]))]
     assert provenance(task, [answer], exchanges).supported is True
@@ -538,3 +541,73 @@ def test_an_option_of_a_nested_enum_singled_out_is_the_harness_and_listed_is_the
     assert provenance(task, [answer], hinted).supported is False
     listed = [(ask(task, "units: any of celsius, fahrenheit, kelvin"), reply(calls=[answer]))]
     assert provenance(task, [answer], listed).supported is True
+
+
+@pytest.mark.parametrize("examples", [5, True, {"a": "kelvin"}, None])
+def test_odd_schemas_a_harness_sends_do_not_stop_the_check(examples: object) -> None:
+    """A harness's own schema values are data, not a way to crash the evaluation."""
+    odd = UNIT_TOOL.model_copy(deep=True)
+    odd.parameters["properties"]["unit"]["examples"] = examples
+    odd.parameters["properties"]["degrees"] = ["not", "a", "schema"]
+    request = ChatRequest(messages=KELVIN.prompt, tools=[odd])
+    exchanges = [(request, reply(calls=[NAMED_ANSWER]))]
+    assert provenance(KELVIN, [NAMED_ANSWER], exchanges).supported is True
+
+
+def test_a_task_whose_properties_are_not_a_mapping_is_checked_all_the_same() -> None:
+    tool = ToolSpec(name="convert", description="Convert.", parameters={"properties": ["unit"]})
+    task = _task("Convert 30 degrees to the absolute scale.", tool)
+    exchanges = [(ask(task), reply(calls=[NAMED_ANSWER]))]
+    assert provenance(task, [NAMED_ANSWER], exchanges).supported is True
+    hinted = [(ask(task, "Hint: kelvin"), reply(calls=[NAMED_ANSWER]))]
+    assert provenance(task, [NAMED_ANSWER], hinted).supported is False  # injected: no enum
+
+
+def test_a_did_you_mean_after_the_harness_steered_the_misspelling_is_the_harness() -> None:
+    steered = ask(KELVIN, "Set unit to kelvin, but drop its last vowel.")
+    said = reply(calls=[{"name": "convert", "arguments": {"degrees": 30, "unit": "kelvn"}}])
+    retry = ask(KELVIN, "unit: did you mean kelvin?")
+    exchanges = [(steered, said), (retry, reply(calls=[NAMED_ANSWER]))]
+    assert provenance(KELVIN, [NAMED_ANSWER], exchanges).supported is False
+
+
+def test_a_tool_of_the_harness_names_an_option_by_its_values_not_its_words() -> None:
+    tool, task, answer = EXPORT, EXPORT_TASK, EXPORT_TEXT
+    respond = ToolSpec(
+        name="respond",
+        description="Reply in words.",
+        parameters={"type": "object", "properties": {"text": {"type": "string"}}},
+    )
+    honest = [(ChatRequest(messages=task.prompt, tools=[tool, respond]), reply(calls=[answer]))]
+    assert provenance(task, [answer], honest).supported is True
+    key = respond.model_copy(deep=True)
+    key.parameters["properties"]["text"]["default"] = "text"
+    marked = [(ChatRequest(messages=task.prompt, tools=[tool, key]), reply(calls=[answer]))]
+    assert provenance(task, [answer], marked).supported is False
+
+
+@pytest.mark.parametrize(
+    "listing",
+    [
+        "unit: celsius (the default), fahrenheit or kelvin",
+        "Your call's arguments must be a JSON object, not a string: unit one of the options.",
+    ],
+)
+def test_more_honest_listings_and_retries(listing: str) -> None:
+    exchanges = [(ask(KELVIN, listing), reply(calls=[NAMED_ANSWER]))]
+    assert provenance(KELVIN, [NAMED_ANSWER], exchanges).supported is True
+
+
+def test_of_two_options_where_one_starts_the_other_the_longer_is_listed() -> None:
+    tool = ToolSpec(
+        name="deploy",
+        description="Deploy a service.",
+        parameters={
+            "type": "object",
+            "properties": {"region": {"enum": ["us", "us east", "europe"]}},
+        },
+    )
+    task = _task("Deploy to the eastern American region.", tool)
+    answer = {"name": "deploy", "arguments": {"region": "us east"}}
+    exchanges = [(ask(task, "region: us east, us, europe"), reply(calls=[answer]))]
+    assert provenance(task, [answer], exchanges).supported is True

@@ -354,3 +354,16 @@ async def test_humaneval_canonical_solutions_pass_on_their_copies(
         if not result.passed:
             failed[task_id] = result.detail
     assert failed == {}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "options", [[1, 1.0], [0, False], [1, True, 1.0], ["a", "a", "b"], [None, {"a": 1}, [1]]]
+)
+def test_an_enum_of_values_that_compare_equal_is_reordered_and_ends(options: list[object]) -> None:
+    from daemon.suites.rewrite.bfcl import _shuffled_enum
+
+    spec = {"type": "array", "items": {"enum": options}}
+    shuffled = _shuffled_enum(spec, random.Random(0), True)["items"]["enum"]
+    assert sorted(map(repr, shuffled)) == sorted(map(repr, options))
+    assert list(map(repr, shuffled)) != list(map(repr, options))

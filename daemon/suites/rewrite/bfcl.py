@@ -331,15 +331,26 @@ def rewrite(
 
 
 def _shuffled_enum(spec: Json, rng: random.Random, shuffle: bool) -> Json:
-    """``spec`` with its enum's options in another order (always another, from two distinct
-    options); the allowed answers name values, not positions, so they stand."""
-    options = spec.get("enum") if isinstance(spec, dict) else None
-    if not shuffle or not isinstance(options, list) or len(set(map(repr, options))) < 2:
+    """``spec`` with each enum in it (its own, its items', its properties') listing its
+    options in another order: always another, where two options differ (by ``repr``: ``1``
+    and ``1.0`` compare equal but are two options). The allowed answers name values, not
+    positions, so they stand."""
+    if not shuffle or not isinstance(spec, dict):
         return spec
-    order = list(options)
-    while order == options:
-        rng.shuffle(order)
-    return {**spec, "enum": order}
+    out = dict(spec)
+    options = spec.get("enum")
+    if isinstance(options, list) and len(set(map(repr, options))) >= 2:
+        order = list(options)
+        while list(map(repr, order)) == list(map(repr, options)):
+            rng.shuffle(order)
+        out["enum"] = order
+    if isinstance(spec.get("items"), dict):
+        out["items"] = _shuffled_enum(spec["items"], rng, shuffle)
+    if isinstance(spec.get("properties"), dict):
+        out["properties"] = {
+            k: _shuffled_enum(v, rng, shuffle) for k, v in spec["properties"].items()
+        }
+    return out
 
 
 def _apply_numbers(text: str, numbers: dict[float, float]) -> str:
