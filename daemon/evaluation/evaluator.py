@@ -230,7 +230,10 @@ async def run_one(
     spent = await anyio.to_thread.run_sync(ledger.spent_by_task, rt.store, run_id, task.id)
     submission = run.submission
     output = submission.output if submission else None
-    origin = provenance(task, output, handler.exchanges, handler.environment, fixed)
+    # Pure but not cheap (a long multi-step task is many requests to read): a worker thread.
+    origin = await anyio.to_thread.run_sync(
+        provenance, task, output, handler.exchanges, handler.environment, fixed
+    )
     if origins is not None:
         if handler.exchanges:  # a task that never asked the model tells nothing apart
             origins.first.append(first_lines(task, handler.exchanges))
@@ -418,7 +421,9 @@ async def evaluate(
             known = fixed_lines(origins.first)
         # (With a block handed down, ``known`` has narrowed with every finished task.)
         for task_id, (task, output, exchanges, heard) in origins.pending.items():
-            origin = provenance(task, output, exchanges, heard, known)
+            origin = await anyio.to_thread.run_sync(
+                provenance, task, output, exchanges, heard, known
+            )
             if origin.supported != results[task_id].supported:
                 results[task_id] = results[task_id].model_copy(
                     update={"supported": origin.supported, "provenance": origin.detail}

@@ -113,8 +113,16 @@ class ReplayedAnswer:
     authored: tuple[str, ...]  # harness-written runs, or "unsupported call" for a call
 
 
-def judge(task: Task, output: Any, exchanges: Sequence[Exchange], min_words: int) -> ReplayedAnswer:
-    """One answer: its text and what of it the harness wrote."""
+def judge(
+    task: Task,
+    output: Any,
+    exchanges: Sequence[Exchange],
+    min_words: int,
+    fixed: frozenset[str] = frozenset(),
+) -> ReplayedAnswer:
+    """One answer: its text and what of it the harness wrote. ``fixed``: the version's fixed
+    block as its dev run found it (an instruction, examples sent to every task): its design,
+    not a hint for this request (a few replayed requests are too few to find it on)."""
     replies = [
         fresh_words(
             _text(response.content, response.tool_calls),
@@ -131,7 +139,7 @@ def judge(task: Task, output: Any, exchanges: Sequence[Exchange], min_words: int
         return ReplayedAnswer(output, tuple(authored_runs(output, replies, min_words)))
     shown = json.dumps(output, default=str)
     if isinstance(output, list) and output and task.kind == "function_call":
-        supported = provenance(task, output, exchanges).supported
+        supported = provenance(task, output, exchanges, fixed=fixed).supported
         return ReplayedAnswer(shown, ("a call no model reply made",) if supported is False else ())
     # Anything else is served as its JSON text: held to the same rule as free text.
     return ReplayedAnswer(shown, tuple(authored_runs(shown, replies, min_words)))
@@ -162,8 +170,11 @@ async def replay(
     *,
     policy: Policy,
     label: str,
+    fixed: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset()),
 ) -> list[Replayed]:
-    """Both versions on every task, at most ``[sandbox] concurrency`` runs at once."""
+    """Both versions on every task, at most ``[sandbox] concurrency`` runs at once; ``fixed``:
+    the parent's and the candidate's fixed blocks (see :func:`judge`)."""
+    blocks = {"parent": fixed[0], "candidate": fixed[1]}
     model = policy.models.primary
     cfg = policy.gates.live
     limiter = anyio.CapacityLimiter(policy.sandbox.concurrency)
@@ -184,7 +195,9 @@ async def replay(
                 exchanges=exchanges,
             )
         output = run.submission.output if run.submission is not None else None
-        answers[i, side] = judge(task, output, exchanges, cfg.min_words)
+        answers[i, side] = await anyio.to_thread.run_sync(
+            judge, task, output, exchanges, cfg.min_words, blocks[side]
+        )
 
     async with anyio.create_task_group() as tg:
         for i in range(len(tasks)):

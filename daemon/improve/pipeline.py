@@ -692,7 +692,13 @@ class CandidateEvaluation:
             )
         parent = self.pipeline.version_subject(self.parent)
         replayed = await replay(
-            self.rt, parent, self.subject, tasks, policy=self.policy, label=f"replay-c{self.cid}"
+            self.rt,
+            parent,
+            self.subject,
+            tasks,
+            policy=self.policy,
+            label=f"replay-c{self.cid}",
+            fixed=(self.parent_fixed, self.fixed),
         )
         return StageResult([live_gate(replayed, cfg, recorded=len(recorded))])
 

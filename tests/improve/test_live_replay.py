@@ -115,3 +115,39 @@ def test_the_clients_question_quoted_back_is_the_clients_its_system_prompt_is_no
     assert quoted.authored == ()
     leaked = judge(task, f"{reply} {system}", exchanges, 6)
     assert leaked.authored and "discount code zx41" in leaked.authored[0]
+
+
+def test_a_versions_fixed_examples_are_its_design_on_served_calls_too() -> None:
+    """Examples sent to every dev task (found there as the fixed block) name an option the
+    served request's call takes: that is the harness's design, not a hint for this request;
+    the same line sent to this request alone is a hint."""
+    from daemon.providers.base import ToolSpec
+
+    tool = ToolSpec(
+        name="weather",
+        description="Current weather.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            },
+        },
+    )
+    task = Task(
+        id="live-1",
+        suite="live",
+        kind="function_call",
+        prompt=[Message(role="user", content="How warm is it in Oslo, metric please?")],
+        tools=[tool],
+    )
+    example = 'Example: weather(city="Paris", unit="celsius")'
+    call = {"name": "weather", "arguments": {"city": "Oslo", "unit": "celsius"}}
+    request = ChatRequest(
+        messages=[Message(role="system", content=example), *task.prompt], tools=[tool]
+    )
+    exchanges = [(request, model_reply(calls=[call]))]
+    designed = judge(task, [call], exchanges, 6, fixed=frozenset({example}))
+    assert designed.authored == ()
+    hinted = judge(task, [call], exchanges, 6)
+    assert hinted.authored == ("a call no model reply made",)
