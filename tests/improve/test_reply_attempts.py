@@ -141,3 +141,17 @@ async def test_free_text_replies_are_recorded_as_they_come(make: object) -> None
     assert submitted is not None and not submitted.accepted_for_evaluation
     (cand,) = lineage.candidates()
     assert cand.raw == "no patch here" and not _discarded(the_loop.rt.store)
+
+
+@pytest.mark.anyio
+async def test_a_reply_that_repeats_a_program_tried_before_is_drawn_again(make: object) -> None:
+    other = json.dumps({"edit": {"op": "set", "name": "MAX_STEPS", "value": 3}, "rationale": "c"})
+    the_loop, lineage, ask = await make([GOOD, GOOD, other])  # type: ignore[operator]
+    first = await the_loop.sample(ask)
+    assert first is not None and first.accepted_for_evaluation, first
+    second = await the_loop.sample(ask)
+    assert second is not None and second.accepted_for_evaluation, second
+    newest = lineage.candidates()[0]
+    assert "MAX_STEPS = 3" in newest.patch and newest.raw == other
+    (message,) = _discarded(the_loop.rt.store)
+    assert f"duplicate of c{first.candidate_id}" in message, message
