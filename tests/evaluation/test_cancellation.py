@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import docker
@@ -41,29 +42,43 @@ def _slow_eval(tmp_path: Path, asset_cache: Path) -> tuple[subprocess.Popen[byte
     config = tmp_path / "harnessd.toml"
     config.write_text(f'state_dir = "{state}"\ncache_dir = "{asset_cache}"\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESSD_")}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "daemon.cli",
-            "--config",
-            str(config),
-            "eval",
-            str(harness),
-            "--suite",
-            "bfcl:simple",
-            "--split",
-            "dev",
-            "--limit",
-            "4",
-            "--model",
-            f"scripted:{tmp_path / 'm.toml'}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
+    log = tmp_path / f"eval-{len(list(tmp_path.glob('eval-*.err')))}.err"
+    with log.open("wb") as err:  # the child keeps its own descriptor
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "daemon.cli",
+                "--config",
+                str(config),
+                "eval",
+                str(harness),
+                "--suite",
+                "bfcl:simple",
+                "--split",
+                "dev",
+                "--limit",
+                "4",
+                "--model",
+                f"scripted:{tmp_path / 'm.toml'}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=env,
+        )
     return proc, state
+
+
+def _exited(proc: subprocess.Popen[bytes], tmp_path: Path, timeout: float) -> None:
+    """Wait for ``proc``; if it outlives ``timeout``, fail with where its threads wait
+    (``kill -USR1`` prints their stacks to its stderr), so a slow exit says why."""
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGUSR1)
+        time.sleep(2)
+        logs = "\n".join(p.read_text(errors="replace")[-6000:] for p in tmp_path.glob("*.err"))
+        pytest.fail(f"harnessd eval did not exit {timeout:.0f} s after SIGINT; stacks:\n{logs}")
 
 
 def test_ctrl_c_on_eval_removes_containers_and_run_dirs(tmp_path: Path, asset_cache: Path) -> None:
@@ -79,7 +94,7 @@ def test_ctrl_c_on_eval_removes_containers_and_run_dirs(tmp_path: Path, asset_ca
         )
         assert any(runs_root(instance).iterdir())
         proc.send_signal(signal.SIGINT)
-        proc.wait(180)
+        _exited(proc, tmp_path, 180)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -148,7 +163,7 @@ def test_containers_of_a_killed_eval_are_reaped_by_the_next_one(
             )
         finally:
             second.send_signal(signal.SIGINT)
-            second.wait(180)
+            _exited(second, tmp_path, 180)
     finally:
         if proc.poll() is None:
             proc.kill()
