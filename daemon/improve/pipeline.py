@@ -563,43 +563,7 @@ class CandidateEvaluation:
         )
         if gate.failed:
             return StageResult([gate], refusal=NO_CHANGE)
-        twin = None
-        if cfg.require_dev_change:
-            twin = await anyio.to_thread.run_sync(self._tested_twin, dev, cfg.dev_token_noise)
-        if twin is not None:
-            # What its held-out test would measure, one already measured: c15 = c12 plus
-            # MAX_STEPS = 16, which one-call tasks never reach, took a slot in a recorded run.
-            twice = gate.model_copy(
-                update={
-                    "passed": False,
-                    "test": gate.test + ", and from each candidate tested on held-out before",
-                    "note": gate.note + f"; from c{twin}, tested on held-out and not "
-                    "promoted, on none",
-                }
-            )
-            return StageResult(
-                [twice], refusal=f"{NO_CHANGE} from c{twin}, tested on held-out and not promoted"
-            )
         return StageResult([gate])
-
-    def _tested_twin(self, dev: EvalReport, noise: float) -> int | None:
-        """An earlier candidate on the same parent version that was tested on held-out and
-        not promoted, and that behaves as ``dev`` on every dev task (blocking: a worker
-        thread)."""
-        store = self.pipeline.rt.store
-        tested = [
-            c.id
-            for c in self.pipeline.lineage.candidates(parent=self.parent)
-            if c.id != self.cid
-            and c.state == CandidateState.REJECTED
-            and c.stage in (Stage.HELDOUT, Stage.PANEL)
-        ]
-        reports = results.proposer_reports(store, tested)
-        for cid in sorted(tested):
-            theirs = reports.get(cid, {}).get(Split.DEV)
-            if theirs is not None and not changed_tasks(theirs, dev, noise):
-                return cid
-        return None
 
     async def heldout_test(self) -> StageResult:
         """The sequential test on the candidate's held-out block, at its share of alpha."""

@@ -37,13 +37,7 @@ def _answer_patch(rationale: str, expression: str) -> str:
 
 
 DROP = _answer_patch("answer with no calls at all.", "answer(task, state)[:0]")
-# Another way to lose: the calls without their arguments (not DROP on dev, so tested too).
-DROP_TOO = _answer_patch(
-    "answer with the calls' names only.",
-    '[{"name": c["name"], "arguments": {}} for c in answer(task, state)]',
-)
-# DROP again in other words: on every dev task it does what DROP did.
-DROP_TWIN = _answer_patch("answer with an empty list of calls.", "list(answer(task, state))[:0]")
+DROP_TOO = _answer_patch("answer with an empty list of calls.", "list(answer(task, state))[:0]")
 # A change no BFCL task can see: the code-block pattern is for code tasks only.
 NOOP = (
     "Rationale: accept python3 fences too.\n\nharness.py\n<<<<<<< SEARCH\n"
@@ -75,10 +69,8 @@ async def test_the_parent_runs_only_what_the_tests_use_and_once_per_task(
         order = rt.splits(policy=rt.policy.get()).heldout
         block = len(order)
         used: list[int] = []
-        tested: list[int] = []
         for patch in (DROP, DROP_TOO):
             sub, verdict = await submit(rt, lineage, patch)
-            tested.append(sub.candidate_id)
             assert sub.accepted_for_evaluation, sub.reason
             assert verdict.decision == "reject" and verdict.stage == "heldout", verdict
             test = alpha_ledger.test_of(rt.store, sub.candidate_id)
@@ -92,12 +84,6 @@ async def test_the_parent_runs_only_what_the_tests_use_and_once_per_task(
             assert fed <= set(mine) and fed <= set(parents), (fed, mine, parents)
         parent_tasks = _tasks(_heldout_runs(rt, version_id=seed.id))
         concurrency = rt.policy.get().sandbox.concurrency
-        # What a held-out test of DROP_TWIN would measure, DROP's measured: no slot for it.
-        twin, twin_verdict = await submit(rt, lineage, DROP_TWIN)
-        assert alpha_ledger.test_of(rt.store, twin.candidate_id) is None
-    first = f"c{tested[0]}"  # DROP
-    assert twin_verdict.stage == "dev" and twin_verdict.failed == ["dev_change"], twin_verdict
-    assert twin_verdict.reason == f"{NO_CHANGE} from {first}, tested on held-out and not promoted"
     assert all(0 < n < block for n in used), used
     # Lazy: the parent ran about what the longer test used (plus what was in flight when
     # it stopped), not the block.
