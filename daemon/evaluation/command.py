@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -77,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{harness} has no harness.py: give a harness directory")
     if args.limit is not None and args.limit < 1:
         raise ConfigError("--limit must be at least 1")
-    report = anyio.run(_evaluate, loaded, PolicyHolder(policy_path, policy), harness, args, model)
+    holder = PolicyHolder(policy_path, policy)
+    report = anyio.run(_interruptible, loaded, holder, harness, args, model)
     if args.json:
         print(report.model_dump_json(indent=2))
     else:
@@ -86,6 +88,47 @@ def run(args: argparse.Namespace) -> int:
         if args.tasks:
             _print_tasks(report, console)
     return 0
+
+
+async def _interruptible(
+    loaded: LoadedSettings,
+    holder: PolicyHolder,
+    harness: Path,
+    args: argparse.Namespace,
+    model: str,
+) -> EvalReport:
+    """:func:`_evaluate`, stopped by Ctrl-C or SIGTERM through anyio's own cancellation (as
+    ``serve`` is), then KeyboardInterrupt. Left to asyncio's runner, a SIGINT landing while
+    a shielded cleanup ran was lost: the main task never ended, and under load ``harnessd
+    eval`` sat idle after Ctrl-C (the loop in select, only abandoned container waits left)."""
+    found: list[EvalReport] = []
+    failure: Exception | None = None
+    interrupted = False
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            nonlocal interrupted
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    interrupted = True
+                    tg.cancel_scope.cancel()
+                    return
+
+        async def run() -> None:
+            nonlocal failure
+            try:
+                found.append(await _evaluate(loaded, holder, harness, args, model))
+            except Exception as exc:
+                failure = exc  # raised below as itself, not wrapped in a group
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(watch)
+        tg.start_soon(run)
+    if failure is not None:
+        raise failure
+    if interrupted or not found:
+        raise KeyboardInterrupt
+    return found[0]
 
 
 async def _evaluate(
