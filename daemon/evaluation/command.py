@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -79,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise ConfigError("--limit must be at least 1")
     holder = PolicyHolder(policy_path, policy)
-    report = anyio.run(_interruptible, loaded, holder, harness, args, model)
+    work = functools.partial(_evaluate, loaded, holder, harness, args, model)
+    report = anyio.run(_interruptible, work)
     if args.json:
         print(report.model_dump_json(indent=2))
     else:
@@ -90,34 +93,25 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _interruptible(
-    loaded: LoadedSettings,
-    holder: PolicyHolder,
-    harness: Path,
-    args: argparse.Namespace,
-    model: str,
-) -> EvalReport:
-    """:func:`_evaluate`, stopped by Ctrl-C or SIGTERM through anyio's own cancellation (as
+async def _interruptible(work: Callable[[], Awaitable[EvalReport]]) -> EvalReport:
+    """``work()``, stopped by Ctrl-C or SIGTERM through anyio's own cancellation (as
     ``serve`` is), then KeyboardInterrupt. Left to asyncio's runner, a SIGINT landing while
     a shielded cleanup ran was lost: the main task never ended, and under load ``harnessd
     eval`` sat idle after Ctrl-C (the loop in select, only abandoned container waits left)."""
     found: list[EvalReport] = []
     failure: Exception | None = None
-    interrupted = False
     async with anyio.create_task_group() as tg:
 
         async def watch() -> None:
-            nonlocal interrupted
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for _ in signals:
-                    interrupted = True
                     tg.cancel_scope.cancel()
                     return
 
         async def run() -> None:
             nonlocal failure
             try:
-                found.append(await _evaluate(loaded, holder, harness, args, model))
+                found.append(await work())
             except Exception as exc:
                 failure = exc  # raised below as itself, not wrapped in a group
             tg.cancel_scope.cancel()
@@ -126,7 +120,7 @@ async def _interruptible(
         tg.start_soon(run)
     if failure is not None:
         raise failure
-    if interrupted or not found:
+    if not found:  # a signal cancelled the work before it ended
         raise KeyboardInterrupt
     return found[0]
 
