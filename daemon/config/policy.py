@@ -79,11 +79,13 @@ class ProposerPolicy(ClosedModel):
     # Proposals sampled per cycle (same prompt, fresh seeds) until ``dev_pool`` of them pass
     # the static stage; each is recorded as a candidate.
     samples: Annotated[int, Field(ge=1, le=32)] = 6
-    # Dev-side selection: up to this many proposals that passed the static stage run the
-    # smoke and dev stages, and only the one with the best dev evidence (accuracy over the
-    # parent, then tokens, then claims) takes the cycle's held-out slot; the others are
-    # "not chosen" at dev, with no held-out task run and no alpha spent. 1: the first
-    # proposal that passes the static stage goes on alone.
+    # Dev-side selection: the pool of proposals that passed the static stage and ran the
+    # smoke and dev stages; only the one with the best dev evidence (accuracy over the
+    # parent, then tokens, then claims) takes the cycle's held-out slot, the next best
+    # (at most ``dev_pool - 1``) wait in a reserve for later cycles of the same live
+    # version and policy, which then screen only enough new proposals to fill the pool
+    # (at least one); the others are "not chosen" at dev, with no held-out task run and no
+    # alpha spent. 1: the first proposal that passes the static stage goes on alone.
     dev_pool: Annotated[int, Field(ge=1, le=8)] = 3
     # Merge (GEPA): when two candidates of the live version each solve dev tasks the other
     # does not, the next cycle's pool also gets one's change on top of the other's (no model

@@ -189,6 +189,12 @@ class ImprovementLoop:
         # The loop's own candidates chosen by dev-side selection and not yet evaluated
         # further: each continues from its dev results (and holds its tree) until it runs.
         self.screened: dict[int, Screened] = {}
+        # Dev-side selection's runner-ups, best first: screened on dev against the live
+        # version under the policy of their cycle, not chosen yet. A later cycle of the same
+        # parent and policy chooses among them and its own new proposals, so a cycle needs
+        # one new dev screening rather than ``dev_pool`` (dev screening was a third of the
+        # loop's time in the two-hour run). At most ``dev_pool - 1`` are kept.
+        self.reserve: list[Screened] = []
         # Draws for the choice of base (a search heuristic, not a statistical test: its
         # randomness needs no secrecy).
         self.rng = random.Random(secrets.randbits(64))
@@ -263,6 +269,19 @@ class ImprovementLoop:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         await self.start_up()
+        try:
+            await self._loop()
+        finally:
+            # Runner-ups hold a tree and stay "evaluating" while they wait; at a stop they
+            # are left interrupted at dev, as a cycle cut short leaves its screened ones.
+            with anyio.CancelScope(shield=True):
+                kept, self.reserve = self.reserve, []
+                for entry in kept:
+                    await self.pipeline.abandon(
+                        entry, "the loop stopped while it waited in the dev reserve"
+                    )
+
+    async def _loop(self) -> None:
         waiting_for: Waiting | None = None
         while True:
             if not self.control.paused:
@@ -323,7 +342,9 @@ class ImprovementLoop:
                     )
             cid, policy = waiting
             self.control.current = cid
-            return await self._evaluate(cid, policy)
+            verdict = await self._evaluate(cid, policy)
+            await self._reserve_for(snapshot)  # a promotion ends the reserve's parent
+            return verdict
         except SandboxError as exc:
             await self.rt.emit("loop.error", f"sandbox unavailable: {exc}", level="error")
             await anyio.sleep(10)
@@ -511,6 +532,9 @@ class ImprovementLoop:
         candidate (:meth:`_select`). All under ``snapshot``."""
         scratch = self.rt.work_dir / f"bases-{uuid.uuid4().hex[:8]}"
         policy = snapshot.policy.proposer
+        # The reserve stands in for proposals: a cycle samples until enough new ones pass
+        # static to fill the pool, and always at least one.
+        wanted = max(1, policy.dev_pool - len(await self._reserve_for(snapshot)))
         passed: list[int] = []
         try:
             if policy.merge:
@@ -519,12 +543,12 @@ class ImprovementLoop:
                     passed.append(merged.candidate_id)
             ask = await self.prepare_proposal(scratch, snapshot)
             for sample in range(1, policy.samples + 1):
-                if len(passed) >= policy.dev_pool:
+                if len(passed) >= wanted:
                     break
                 self.control.set_activity(
                     f"asking {ask.model.ref} for a patch to {ask.base_name} "
                     f"(sample {sample} of {policy.samples}, {len(passed)} of "
-                    f"{policy.dev_pool} passed static)"
+                    f"{wanted} passed static)"
                 )
                 sub = await self.sample(ask)
                 if sub is None:
@@ -539,9 +563,37 @@ class ImprovementLoop:
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(lambda: shutil.rmtree(scratch, ignore_errors=True))
-        if len(passed) <= 1:
+        if len(passed) <= 1 and not self.reserve:
             return passed[0] if passed else None
         return await self._select(passed, snapshot)
+
+    async def _reserve_for(self, snapshot: PolicySnapshot) -> list[Screened]:
+        """The reserve's runner-ups that may still take a slot: screened against the live
+        version under ``snapshot``'s policy. The others are dropped at dev (their dev
+        evidence compared them with a version that is no longer live, or was measured
+        under another policy), with no held-out task run and no alpha spent."""
+        if not self.reserve:
+            return []
+        live = await anyio.to_thread.run_sync(self.lineage.current)
+        keep: list[Screened] = []
+        for entry in self.reserve:
+            if entry.run.parent.id != live.id:
+                promoted = f"c{live.candidate_id} was promoted" if live.candidate_id else ""
+                why = (
+                    f"not chosen: {promoted or live.name + ' became live'} while it waited in "
+                    f"the dev reserve (its parent {entry.run.parent.name} is no longer live)"
+                )
+            elif entry.run.snapshot.sha256 != snapshot.sha256:
+                why = (
+                    "not chosen: the policy changed while it waited in the dev reserve (its dev "
+                    "evidence was measured under the earlier one)"
+                )
+            else:
+                keep.append(entry)
+                continue
+            await self.pipeline.drop(entry, why)
+        self.reserve = keep
+        return keep
 
     async def _merge(self, scratch: Path, snapshot: PolicySnapshot) -> intake.Submitted | None:
         """GEPA's merge: two candidates of the live version whose dev wins complement each
@@ -581,7 +633,9 @@ class ImprovementLoop:
 
     async def _select(self, cids: list[int], snapshot: PolicySnapshot) -> int | None:
         """Dev-side selection: screen each of ``cids`` on the stages before the held-out
-        test; the best by dev evidence takes the held-out slot, the others are "not
+        test; the best by dev evidence among them and the reserve's runner-ups (screened in
+        earlier cycles against the same parent, under the same policy) takes the held-out
+        slot. The next best ``dev_pool - 1`` wait in the reserve; the others are "not
         chosen". Only one held-out test per cycle, so the lineage's alpha is spent as
         without selection (DESIGN.md, "Dev-side selection")."""
         screened: list[Screened] = []
@@ -600,18 +654,34 @@ class ImprovementLoop:
             raise
         finally:
             self.control.current = None
-        if not screened:
+        earlier, self.reserve = self.reserve, []
+        pool = [*earlier, *screened]
+        if not pool:
             return None
-        best = best_screened(screened)
-        for other in screened:
-            if other is not best:
-                await self.pipeline.not_chosen(other, best)
+        best = best_screened(pool)
+        # Runner-ups best first (the earlier proposed on a tie, as best_screened): the
+        # best ``dev_pool - 1`` wait in the reserve, the rest end here.
+        others = sorted(
+            (s for s in pool if s is not best), key=lambda s: (s.evidence(), -s.cid), reverse=True
+        )
+        room = max(0, snapshot.policy.proposer.dev_pool - 1)
+        self.reserve = others[:room]
+        for other in others[room:]:
+            await self.pipeline.not_chosen(other, best)
+        from_reserve = f", {len(earlier)} of them from the reserve" if earlier else ""
         await self.rt.emit(
             "candidate.chosen",
             f"candidate c{best.cid} takes the held-out slot: the best dev evidence of "
-            f"{len(screened)} screened ({best.summary()})",
+            f"{len(pool)} screened{from_reserve} ({best.summary()})"
+            + (
+                f"; c{', c'.join(str(s.cid) for s in self.reserve)} wait in the dev reserve"
+                if self.reserve
+                else ""
+            ),
             candidate=best.cid,
             screened=[s.cid for s in screened],
+            from_reserve=[s.cid for s in earlier],
+            reserve=[s.cid for s in self.reserve],
         )
         self.screened[best.cid] = best
         return best.cid

@@ -282,15 +282,21 @@ class Pipeline:
             self.activity("")
 
     async def not_chosen(self, screened: Screened, chosen: Screened) -> Verdict:
-        """``screened`` passed the dev stages but ``chosen`` (screened in the same cycle) had
-        the better dev evidence and takes the held-out slot: ``screened`` is rejected at dev
-        with no held-out task run and none of the lineage's alpha spent."""
+        """``screened`` passed the dev stages but ``chosen`` had the better dev evidence and
+        takes the held-out slot, while the loop's reserve of runner-ups is full of better
+        ones: ``screened`` is rejected at dev with no held-out task run and none of the
+        lineage's alpha spent."""
+        return await self.drop(
+            screened,
+            f"not chosen: c{chosen.cid} had better dev evidence "
+            f"({chosen.summary()} against {screened.summary()})",
+        )
+
+    async def drop(self, screened: Screened, reason: str) -> Verdict:
+        """A screened candidate that will take no held-out slot (``reason`` says why): it is
+        rejected at dev with its dev gates, no held-out task run and no alpha spent."""
         cid, run = screened.cid, screened.run
         policy = run.snapshot.policy
-        reason = (
-            f"not chosen: c{chosen.cid} of the same cycle had better dev evidence "
-            f"({chosen.summary()} against {screened.summary()})"
-        )
         rest = not_reached(STAGES[_HELDOUT_TEST:], policy, screened.gates)
         verdict = Verdict.of(
             Stage.DEV, [*screened.gates, *rest], reason=reason, policy=policy_used(run.snapshot)

@@ -35,6 +35,12 @@ def rule_knobs(policy: Policy) -> RuleKnobs:
         futility=a.futility,
         futility_level=a.futility_level,
         futility_accuracy_gain=a.futility_accuracy_gain,
+        # The over-claim gain futility protects follows the accuracy one: a harness that
+        # claims success on every task over-claims exactly where it fails, so its paired
+        # over-claim difference is its accuracy difference, both futility tests cross
+        # together, and a smaller honesty gain alone would hold the slot as long as before
+        # whatever `futility_accuracy_gain` says (the held-out tests of the two-hour run).
+        futility_honesty_gain=a.futility_accuracy_gain,
     )
     if gate.enabled:
         return test

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from daemon.acceptance.observations import HarnessResult, PairedOutcome
+from daemon.acceptance.rule import Outcome, begin, observe
 from daemon.config.policy import Policy
 from daemon.improve import alpha_ledger, briefing
 from daemon.improve.loop import ImprovementLoop, LoopControl
@@ -176,3 +178,35 @@ def test_the_proposer_learns_only_promoted_or_not_about_heldout_candidates(
     assert text.count("not promoted") == 3 and "interrupted" not in text
     for secret in ("accuracy:", "panel:", "0.731", "secret", "17 tasks", "heldout"):
         assert secret not in text, (secret, text)
+
+
+def _always_claims_tie(knobs: Any, discordant_every: int = 20) -> int:
+    """Tasks until futility stops a candidate that ties its parent, both claiming success on
+    every task (so over-claims are exactly the failures): a win and a loss every
+    ``discordant_every`` tasks, the rest both failing, at a tiny alpha (a reused block)."""
+    state = begin(knobs, 1.15e-4, 380)
+    for i in range(380):
+        step = i % discordant_every
+        parent_passed, candidate_passed = (step == 0, step == 1) if step < 2 else (False, False)
+        outcome = PairedOutcome(
+            f"t{i}",
+            HarnessResult(passed=parent_passed, tokens=100, claimed=True),
+            HarnessResult(passed=candidate_passed, tokens=100, claimed=True),
+        )
+        state = observe(state, outcome)
+        if state.outcome is not Outcome.UNDECIDED:
+            return state.n
+    return state.n
+
+
+def test_the_protected_gain_key_also_moves_the_over_claim_futility_test() -> None:
+    # With always-claiming harnesses the over-claim difference is the accuracy difference:
+    # were the over-claim test left at 5 points, raising the key would free no slot sooner.
+    policy = Policy()
+    raised = policy.model_copy(
+        update={"acceptance": policy.acceptance.model_copy(update={"futility_accuracy_gain": 0.07})}
+    )
+    knobs, wider = rule_knobs(policy), rule_knobs(raised)
+    assert wider.futility_honesty_gain == wider.futility_accuracy_gain == 0.07
+    default_n, raised_n = _always_claims_tie(knobs), _always_claims_tie(wider)
+    assert raised_n < 0.8 * default_n, (default_n, raised_n)
