@@ -214,7 +214,10 @@ class RuleKnobs:
     ``policies/default.toml``), which the daemon, ``policy check``, the report and the
     benchmark all turn into knobs the same way (``daemon.improve.procedure.rule_knobs``).
     A second set of defaults here could only drift from those. The knobs no policy sets
-    (curtailment, futility gains, mixtures) have theirs here, their only place.
+    (curtailment, the token futility gain, mixtures) have theirs here, their only place;
+    the honesty futility gain's default here serves callers that build knobs by hand, as
+    ``rule_knobs`` sets it to the policy's accuracy gain (always-claiming harnesses
+    over-claim exactly where they fail).
     """
 
     margin: float

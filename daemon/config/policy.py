@@ -76,8 +76,9 @@ class ProposerPolicy(ClosedModel):
     # "text": search/replace blocks or diffs; "auto": operations for providers that need a
     # grammar to write anything parseable (the embedded model), text otherwise.
     protocol: Literal["auto", "text", "operations"] = "auto"
-    # Proposals sampled per cycle (same prompt, fresh seeds) until ``dev_pool`` of them pass
-    # the static stage; each is recorded as a candidate.
+    # Proposals sampled per cycle (same prompt, fresh seeds) until enough pass the static
+    # stage to fill the pool of ``dev_pool`` with the dev reserve (always one); each is
+    # recorded as a candidate.
     samples: Annotated[int, Field(ge=1, le=32)] = 6
     # Dev-side selection: the pool of proposals that passed the static stage and ran the
     # smoke and dev stages; only the one with the best dev evidence (accuracy over the

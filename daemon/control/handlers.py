@@ -196,6 +196,8 @@ class ControlApi:
                 {"candidate": c, "position": i, "source": self._source(c)}
                 for i, c in enumerate(self.d.control.waiting(), start=1)
             ],
+            # Screened on dev, not chosen yet: each waits for a later cycle's choice.
+            "dev_reserve": list(self.d.control.reserve),
             "awaiting_review": [
                 c.id
                 for c in reversed(self.d.lineage.candidates(state=CandidateState.AWAITING_REVIEW))
@@ -290,6 +292,8 @@ class ControlApi:
                 "reason": c.verdict.reason if c.verdict else "",
                 # 0: under evaluation; 1: next; None: not waiting.
                 "queue_position": self.d.control.position(c.id),
+                # Still "evaluating" at dev while it waits in the dev reserve.
+                "in_dev_reserve": c.id in self.d.control.reserve,
             }
             | _decision_json(c)
             for c in self.d.lineage.candidates(limit=limit)

@@ -118,6 +118,12 @@ def status(r: dict[str, Any], c: Console) -> None:
     c.print(f"activity: {_escape(activity or 'idle')}")
     if r.get("evaluating") is not None:
         c.print(f"evaluating: candidate c{r['evaluating']}")
+    reserve = r.get("dev_reserve") or []
+    if reserve:
+        c.print(
+            "dev reserve (screened, waiting for a later cycle's choice): "
+            + ", ".join(f"c{cid}" for cid in reserve)
+        )
     queue = r.get("queue") or []
     if queue:
         c.print(
@@ -174,6 +180,8 @@ LINEAGE_COLUMNS = (
 def _candidate_row(x: dict[str, Any]) -> list[str]:
     place = x.get("queue_position")
     state = str(x["state"]) + (f" (queue {place})" if place else "")
+    if x.get("in_dev_reserve"):
+        state += " (dev reserve)"
     return [
         f"c{x['id']}",
         _escape(str(x["parent"])),

@@ -111,6 +111,8 @@ class LoopControl:
     recorded_under: dict[int, PolicySnapshot] = field(default_factory=dict)
     # The candidate under evaluation now (None: none).
     current: int | None = None
+    # The runner-ups of dev-side selection waiting in the dev reserve, best first.
+    reserve: list[int] = field(default_factory=list)
     wake: anyio.Event = field(default_factory=anyio.Event)
 
     def waiting(self) -> list[int]:
@@ -154,6 +156,9 @@ class Waiting:
 
     why: str
     budget_spent: bool = False
+    # The loop takes no cycle until the policy changes ([loop] max_cycles reached, or the
+    # loop disabled): the reserve's runner-ups can never take a slot.
+    final: bool = False
 
 
 @dataclass(frozen=True)
@@ -220,9 +225,11 @@ class ImprovementLoop:
             )
         if not external:
             if not policy.loop.enabled:
-                return Waiting("disabled by the policy ([loop] enabled = false)")
+                return Waiting("disabled by the policy ([loop] enabled = false)", final=True)
             if policy.loop.max_cycles and self.control.cycles >= policy.loop.max_cycles:
-                return Waiting(f"done: {policy.loop.max_cycles} cycles ([loop] max_cycles)")
+                return Waiting(
+                    f"done: {policy.loop.max_cycles} cycles ([loop] max_cycles)", final=True
+                )
         state = self.rt.guard.window_state()
         scopes = ("hour", "day") if external else ("hour", "day", "proposer")
         spent = [w for w in state.exhausted if w.scope in scopes]
@@ -276,9 +283,16 @@ class ImprovementLoop:
             # are left interrupted at dev, as a cycle cut short leaves its screened ones.
             with anyio.CancelScope(shield=True):
                 kept, self.reserve = self.reserve, []
+                self._show_reserve()
                 for entry in kept:
                     await self.pipeline.abandon(
                         entry, "the loop stopped while it waited in the dev reserve"
+                    )
+                # Chosen ones waiting behind a person's patch: the queue lives in memory.
+                chosen, self.screened = list(self.screened.values()), {}
+                for entry in chosen:
+                    await self.pipeline.abandon(
+                        entry, "the loop stopped while it waited for its held-out test"
                     )
 
     async def _loop(self) -> None:
@@ -297,6 +311,15 @@ class ImprovementLoop:
                     )
                     waiting_for = waiting
                 self.control.set_activity(f"waiting: {waiting.why}")
+                # While the loop waits, a reserve whose parent or policy changed goes now,
+                # and all of it when no cycle can come without a new policy.
+                if waiting.final:
+                    await self._drop_reserve(
+                        f"not chosen: the loop stopped taking cycles ({waiting.why}) while it "
+                        "waited in the dev reserve"
+                    )
+                else:
+                    await self._reserve_for(self.rt.snapshot())
                 await self._sleep_or_poke(30.0)
                 continue
             if waiting_for is not None:
@@ -577,11 +600,18 @@ class ImprovementLoop:
         live = await anyio.to_thread.run_sync(self.lineage.current)
         keep: list[Screened] = []
         for entry in self.reserve:
-            if entry.run.parent.id != live.id:
-                promoted = f"c{live.candidate_id} was promoted" if live.candidate_id else ""
+            parent = entry.run.parent
+            if parent.id != live.id:
+                # A promotion from its parent, or any other change of the live version (a
+                # rollback, or a promotion from the version rolled back to).
+                came = (
+                    f"c{live.candidate_id} was promoted"
+                    if live.parent_id == parent.id and live.candidate_id is not None
+                    else f"{live.name} became live"
+                )
                 why = (
-                    f"not chosen: {promoted or live.name + ' became live'} while it waited in "
-                    f"the dev reserve (its parent {entry.run.parent.name} is no longer live)"
+                    f"not chosen: {came} while it waited in the dev reserve (its parent "
+                    f"{parent.name} is no longer live)"
                 )
             elif entry.run.snapshot.sha256 != snapshot.sha256:
                 why = (
@@ -593,7 +623,18 @@ class ImprovementLoop:
                 continue
             await self.pipeline.drop(entry, why)
         self.reserve = keep
+        self._show_reserve()
         return keep
+
+    async def _drop_reserve(self, why: str) -> None:
+        """End every runner-up in the reserve at dev with ``why``."""
+        kept, self.reserve = self.reserve, []
+        self._show_reserve()
+        for entry in kept:
+            await self.pipeline.drop(entry, why)
+
+    def _show_reserve(self) -> None:
+        self.control.reserve = [s.cid for s in self.reserve]
 
     async def _merge(self, scratch: Path, snapshot: PolicySnapshot) -> intake.Submitted | None:
         """GEPA's merge: two candidates of the live version whose dev wins complement each
@@ -654,20 +695,29 @@ class ImprovementLoop:
             raise
         finally:
             self.control.current = None
-        earlier, self.reserve = self.reserve, []
+        # Checked again: the live version may have changed while the proposals were asked
+        # for and screened (a rollback), and a pool ranks gains over one parent only.
+        with anyio.CancelScope(shield=True):
+            earlier = await self._reserve_for(snapshot)
         pool = [*earlier, *screened]
         if not pool:
             return None
         best = best_screened(pool)
         # Runner-ups best first (the earlier proposed on a tie, as best_screened): the
-        # best ``dev_pool - 1`` wait in the reserve, the rest end here.
+        # best ``dev_pool - 1`` wait in the reserve, any others end here (none while a
+        # cycle asks for only as many new proposals as fill the pool).
         others = sorted(
             (s for s in pool if s is not best), key=lambda s: (s.evidence(), -s.cid), reverse=True
         )
         room = max(0, snapshot.policy.proposer.dev_pool - 1)
+        # Bookkeeping before any await, so a stop finds each in the reserve or waiting for
+        # its test, where the loop's end abandons it.
+        self.screened[best.cid] = best
         self.reserve = others[:room]
-        for other in others[room:]:
-            await self.pipeline.not_chosen(other, best)
+        self._show_reserve()
+        with anyio.CancelScope(shield=True):
+            for other in others[room:]:
+                await self.pipeline.not_chosen(other, best)
         from_reserve = f", {len(earlier)} of them from the reserve" if earlier else ""
         await self.rt.emit(
             "candidate.chosen",
@@ -683,7 +733,6 @@ class ImprovementLoop:
             from_reserve=[s.cid for s in earlier],
             reserve=[s.cid for s in self.reserve],
         )
-        self.screened[best.cid] = best
         return best.cid
 
     async def prepare_proposal(self, scratch: Path, snapshot: PolicySnapshot) -> Ask:

@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 HELDOUT = 24
 
 
-def _policy(tmp_path: Path, asset_cache: Path, cycles: int) -> str:
+def _policy(tmp_path: Path, asset_cache: Path, cycles: int, pause_s: float = 0.0) -> str:
     n = max(DEV, HELDOUT)
     # By position in each split: DEVONLY solves the first four (all of dev, 4 of 24
     # held-out), GOOD the even ones (half of each), ONE the first (a quarter of dev).
@@ -44,8 +44,9 @@ def _policy(tmp_path: Path, asset_cache: Path, cycles: int) -> str:
         policy_text(solver, solver, proposer, cycles=cycles, heldout=HELDOUT, alpha=0.3)
         .replace(f'panel = ["scripted:{solver}"]', "panel = []")
         .replace("samples = 1", "samples = 2\ndev_pool = 2\nmerge = false")
+        .replace("cycle_pause_s = 0.0", f"cycle_pause_s = {pause_s}")
     )
-    assert "dev_pool = 2" in policy
+    assert "dev_pool = 2" in policy and f"cycle_pause_s = {pause_s}" in policy
     return policy
 
 
@@ -106,9 +107,16 @@ def test_a_runner_up_waits_in_the_reserve_and_takes_a_later_slot(
 def test_a_runner_up_still_waiting_at_a_stop_is_left_interrupted(
     tmp_path: Path, asset_cache: Path
 ) -> None:
-    daemon = start_daemon(tmp_path, asset_cache, _policy(tmp_path, asset_cache, cycles=1))
+    # A long pause between cycles: the stop comes while c1 waits for cycle 2.
+    policy = _policy(tmp_path, asset_cache, cycles=3, pause_s=600.0)
+    daemon = start_daemon(tmp_path, asset_cache, policy)
     try:
         _decided(daemon, 1)
+        with daemon.client() as c:
+            status = c.call("status")
+            listed = {x["id"]: x for x in c.call("lineage", candidates=20)["candidates"]}
+        assert status["dev_reserve"] == [1], status
+        assert listed[1]["state"] == "evaluating" and listed[1]["in_dev_reserve"], listed[1]
     finally:
         assert daemon.stop() == 0
     db = sqlite3.connect(daemon.state_dir / "state.db")
@@ -120,3 +128,23 @@ def test_a_runner_up_still_waiting_at_a_stop_is_left_interrupted(
     assert [e["candidate"] for e in interrupted] == [1]
     assert "dev reserve" in interrupted[0]["reason"]
     assert not list((daemon.state_dir / "work").glob("c1*")), "the runner-up's tree is left"
+
+
+@pytest.mark.timeout(900)
+def test_a_runner_up_is_dropped_when_the_loop_takes_no_more_cycles(
+    tmp_path: Path, asset_cache: Path
+) -> None:
+    # One cycle: after it the loop is done ([loop] max_cycles), so c1 can never be chosen.
+    daemon = start_daemon(tmp_path, asset_cache, _policy(tmp_path, asset_cache, cycles=1))
+    try:
+        cands = _decided(daemon, 2)
+    finally:
+        assert daemon.stop() == 0
+    assert [(x["id"], x["state"]) for x in cands] == [(1, "rejected"), (2, "rejected")], cands
+    db = sqlite3.connect(daemon.state_dir / "state.db")
+    stage, reason = db.execute(
+        "SELECT json_extract(verdict, '$.stage'), json_extract(verdict, '$.reason') "
+        "FROM candidates WHERE id = 1"
+    ).fetchone()
+    assert stage == "dev"
+    assert reason.startswith("not chosen: the loop stopped taking cycles (done: 1 cycles"), reason

@@ -1,9 +1,9 @@
-"""Dev-side selection in a real daemon: one cycle, three proposals that pass the static stage,
+"""Dev-side selection in a real daemon: one cycle, two proposals that pass the static stage,
 each screened on dev through the real sandbox; only the best by dev evidence takes the
-held-out slot (and is promoted here), the others are "not chosen" at dev with no held-out
-task run and no alpha spent. A scripted proposer and solver (tests/improve/scripted_world.py:
-the solver answers held-out tasks as the daemon evaluates them, counterfactual copies
-included)."""
+held-out slot (and is promoted here); the other waits in the dev reserve, and the promotion
+ends it "not chosen" at dev with no held-out task run and no alpha spent. A scripted
+proposer and solver (tests/improve/scripted_world.py: the solver answers held-out tasks as
+the daemon evaluates them, counterfactual copies included)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_the_best_on_dev_takes_the_slot_and_the_others_spend_no_alpha(
     assert [e["candidate"] for e in started] == [better["id"]]
     db = sqlite3.connect(daemon.state_dir / "state.db")
     reason = db.execute("SELECT verdict FROM candidates WHERE id = ?", (good["id"],)).fetchone()[0]
-    assert f"not chosen: c{better['id']}" in reason
+    assert f"not chosen: c{better['id']} was promoted while it waited in the dev reserve" in reason
     heldout_runs = db.execute(
         "SELECT COUNT(*) FROM evaluations WHERE candidate_id = ? AND split = 'heldout'",
         (good["id"],),
