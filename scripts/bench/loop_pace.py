@@ -13,7 +13,10 @@ promotions (and how many of them were the loop's own proposals), the loop's prop
 stopped at the static stage (parse or static: no usable patch, does not apply or compile,
 a program tried before) and their share, each promotion's replication on fresh copies
 (gain and interval beside the test's), the held-out stage's wall
-seconds per paired task (how fast the machine ran the tests), and the load average at
+seconds per paired task (how fast the machine ran the tests), the candidates' dev runs per
+held-out verdict and how many chosen candidates came from the dev reserve, the wall minutes
+of each split's runs (held-out runs of parent and candidate side by side both count), and
+the load average at
 start and end and the share of CPU time the hypervisor stole (the machine is shared:
 report both).
 
@@ -125,6 +128,20 @@ def figures(state: Path) -> dict[str, Any]:
         }
         for r in _rows(db, "SELECT * FROM replications ORDER BY candidate_id")
     ]
+    # Dev screening per held-out verdict (the dev reserve's aim: about one, not dev_pool),
+    # the chosen ones that came from the reserve, and the wall minutes of each split's runs
+    # (the loop is serial, so they say where the hour went).
+    dev_runs = db.execute(
+        "SELECT COUNT(*) FROM evaluations WHERE split = 'dev' AND candidate_id IS NOT NULL"
+    ).fetchone()[0]
+    chosen = [d for _, kind, d in events if kind == "candidate.chosen"]
+    minutes_by_split = {
+        split: round(seconds / 60, 1)
+        for split, seconds in db.execute(
+            "SELECT split, SUM(finished - started) FROM evaluations "
+            "WHERE finished IS NOT NULL GROUP BY split ORDER BY split"
+        )
+    }
     return {
         "minutes_run": round((end - start) / 60, 1),
         "minutes_to_first_heldout_verdict": (
@@ -145,6 +162,10 @@ def figures(state: Path) -> dict[str, Any]:
         "replies_discarded": sum(kind == "proposal.discarded" for _, kind, _ in events),
         "replications": replications,
         "heldout_seconds_per_paired_task": round(span / tasks, 1) if tasks else None,
+        "dev_runs_of_candidates": dev_runs,
+        "dev_runs_per_heldout_verdict": round(dev_runs / len(verdicts), 1) if verdicts else None,
+        "chosen_from_the_dev_reserve": sum(bool(d.get("from_reserve")) for d in chosen),
+        "run_minutes_by_split": minutes_by_split,
         "candidates": db.execute("SELECT COUNT(*) FROM candidates").fetchone()[0],
     }
 
