@@ -193,6 +193,22 @@ def tokens_gate(
     )
 
 
+def dev_screen_gate(candidate: float, parent: float, max_regression: float) -> GateResult:
+    """Dev accuracy may drop at most ``max_regression`` below the parent's. Decided on the
+    difference rounded as it is reported: accuracies are multiples of 1/n, and the raw
+    float (0.3 - 0.4 = -0.10000000000000003) would refuse a drop of exactly the threshold
+    while the verdict printed "-0.1 vs -0.1"."""
+    measured = round(candidate - parent, 4)
+    return GateResult(
+        gate=Gate.DEV_SCREEN,
+        passed=measured >= -max_regression,
+        measured=measured,
+        threshold=-max_regression,
+        test="point estimate on the dev split",
+        note=f"dev accuracy {candidate:.1%} vs parent {parent:.1%}",
+    )
+
+
 def dead_code_gate(
     dead_fraction: float, added_executable: int, dead: int, policy: GatesPolicy
 ) -> GateResult:

@@ -51,6 +51,7 @@ from daemon.improve.gates import (
     acceptance_gates,
     dead_code_gate,
     decoy_gate,
+    dev_screen_gate,
     generated_gate,
     panel_gate,
     provenance_gate,
@@ -533,14 +534,8 @@ class CandidateEvaluation:
         )
         self.fixed = frozenset(dev.fixed_lines)
         self.parent_fixed = frozenset(parent_dev.fixed_lines)
-        slack = self.policy.pipeline.dev_max_regression
-        screen = GateResult(
-            gate=Gate.DEV_SCREEN,
-            passed=dev.accuracy >= parent_dev.accuracy - slack,
-            measured=round(dev.accuracy - parent_dev.accuracy, 4),
-            threshold=-slack,
-            test="point estimate on the dev split",
-            note=f"dev accuracy {dev.accuracy:.1%} vs parent {parent_dev.accuracy:.1%}",
+        screen = dev_screen_gate(
+            dev.accuracy, parent_dev.accuracy, self.policy.pipeline.dev_max_regression
         )
         self.dev = (parent_dev, dev)
         return StageResult([screen])

@@ -303,3 +303,14 @@ def test_a_gain_over_a_parent_that_solves_nothing_is_not_a_token_loss() -> None:
     assert "solved none" in result.note
     blowup = _tasks([True] + [False] * 9, tokens=2000)
     assert not gates.tokens_gate(parent, blowup, policy).passed
+
+
+def test_the_dev_screen_lets_a_drop_of_exactly_the_threshold_through() -> None:
+    # 6 of 20 against 8 of 20 with a threshold of 0.1: the float difference is
+    # -0.10000000000000003, and the candidate was refused while "-0.1 vs -0.1" was shown.
+    at = gates.dev_screen_gate(0.3, 0.4, 0.1)
+    assert at.passed and at.measured == -0.1 and at.threshold == -0.1
+    beyond = gates.dev_screen_gate(0.25, 0.4, 0.1)
+    assert not beyond.passed and beyond.measured == -0.15
+    assert gates.dev_screen_gate(0.5, 0.4, 0.0).passed
+    assert not gates.dev_screen_gate(0.35, 0.4, 0.0).passed
