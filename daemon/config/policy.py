@@ -82,11 +82,12 @@ class ProposerPolicy(ClosedModel):
     samples: Annotated[int, Field(ge=1, le=32)] = 6
     # Dev-side selection: the pool of proposals that passed the static stage and ran the
     # smoke and dev stages; only the one with the best dev evidence (accuracy over the
-    # parent, then tokens, then claims) takes the cycle's held-out slot, the next best
-    # (at most ``dev_pool - 1``) wait in a reserve for later cycles of the same live
-    # version and policy, which then screen only enough new proposals to fill the pool
-    # (at least one); the others are "not chosen" at dev, with no held-out task run and no
-    # alpha spent. 1: the first proposal that passes the static stage goes on alone.
+    # parent, then tokens, then claims) takes the cycle's held-out slot, the others (at
+    # most ``dev_pool - 1``) wait in a reserve for later cycles of the same live version
+    # and policy, which then screen only enough new proposals to fill the pool (at least
+    # one); a runner-up whose parent or policy changes is "not chosen" at dev, with no
+    # held-out task run and no alpha spent. 1: the first proposal that passes the static
+    # stage goes on alone.
     dev_pool: Annotated[int, Field(ge=1, le=8)] = 3
     # Merge (GEPA): when two candidates of the live version each solve dev tasks the other
     # does not, the next cycle's pool also gets one's change on top of the other's (no model

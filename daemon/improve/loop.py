@@ -198,11 +198,22 @@ class ImprovementLoop:
         # version under the policy of their cycle, not chosen yet. A later cycle of the same
         # parent and policy chooses among them and its own new proposals, so a cycle needs
         # one new dev screening rather than ``dev_pool`` (dev screening was a third of the
-        # loop's time in the two-hour run). At most ``dev_pool - 1`` are kept.
-        self.reserve: list[Screened] = []
+        # loop's time in the two-hour run). At most ``dev_pool - 1``: a cycle's pool is the
+        # reserve and only as many new proposals as fill ``dev_pool``. Set through the
+        # property, which shows it to the control API.
+        self._reserve: list[Screened] = []
         # Draws for the choice of base (a search heuristic, not a statistical test: its
         # randomness needs no secrecy).
         self.rng = random.Random(secrets.randbits(64))
+
+    @property
+    def reserve(self) -> list[Screened]:
+        return self._reserve
+
+    @reserve.setter
+    def reserve(self, entries: list[Screened]) -> None:
+        self._reserve = entries
+        self.control.reserve = [s.cid for s in entries]
 
     async def _sleep_or_poke(self, seconds: float) -> None:
         with anyio.move_on_after(seconds):
@@ -283,7 +294,6 @@ class ImprovementLoop:
             # are left interrupted at dev, as a cycle cut short leaves its screened ones.
             with anyio.CancelScope(shield=True):
                 kept, self.reserve = self.reserve, []
-                self._show_reserve()
                 for entry in kept:
                     await self.pipeline.abandon(
                         entry, "the loop stopped while it waited in the dev reserve"
@@ -623,18 +633,13 @@ class ImprovementLoop:
                 continue
             await self.pipeline.drop(entry, why)
         self.reserve = keep
-        self._show_reserve()
         return keep
 
     async def _drop_reserve(self, why: str) -> None:
         """End every runner-up in the reserve at dev with ``why``."""
         kept, self.reserve = self.reserve, []
-        self._show_reserve()
         for entry in kept:
             await self.pipeline.drop(entry, why)
-
-    def _show_reserve(self) -> None:
-        self.control.reserve = [s.cid for s in self.reserve]
 
     async def _merge(self, scratch: Path, snapshot: PolicySnapshot) -> intake.Submitted | None:
         """GEPA's merge: two candidates of the live version whose dev wins complement each
@@ -676,9 +681,8 @@ class ImprovementLoop:
         """Dev-side selection: screen each of ``cids`` on the stages before the held-out
         test; the best by dev evidence among them and the reserve's runner-ups (screened in
         earlier cycles against the same parent, under the same policy) takes the held-out
-        slot. The next best ``dev_pool - 1`` wait in the reserve; the others are "not
-        chosen". Only one held-out test per cycle, so the lineage's alpha is spent as
-        without selection (DESIGN.md, "Dev-side selection")."""
+        slot; the others wait in the reserve. Only one held-out test per cycle, so the
+        lineage's alpha is spent as without selection (DESIGN.md, "Dev-side selection")."""
         screened: list[Screened] = []
         try:
             for cid in cids:
@@ -703,21 +707,14 @@ class ImprovementLoop:
         if not pool:
             return None
         best = best_screened(pool)
-        # Runner-ups best first (the earlier proposed on a tie, as best_screened): the
-        # best ``dev_pool - 1`` wait in the reserve, any others end here (none while a
-        # cycle asks for only as many new proposals as fill the pool).
-        others = sorted(
+        # Bookkeeping before any await, so a stop finds each in the reserve or waiting for
+        # its test, where the loop's end abandons it. Every runner-up waits, best first (the
+        # earlier proposed on a tie, as best_screened): the pool holds at most ``dev_pool``
+        # (:meth:`_propose` asked for only as many new proposals as fill it).
+        self.screened[best.cid] = best
+        self.reserve = sorted(
             (s for s in pool if s is not best), key=lambda s: (s.evidence(), -s.cid), reverse=True
         )
-        room = max(0, snapshot.policy.proposer.dev_pool - 1)
-        # Bookkeeping before any await, so a stop finds each in the reserve or waiting for
-        # its test, where the loop's end abandons it.
-        self.screened[best.cid] = best
-        self.reserve = others[:room]
-        self._show_reserve()
-        with anyio.CancelScope(shield=True):
-            for other in others[room:]:
-                await self.pipeline.not_chosen(other, best)
         from_reserve = f", {len(earlier)} of them from the reserve" if earlier else ""
         await self.rt.emit(
             "candidate.chosen",

@@ -253,7 +253,7 @@ class Pipeline:
         """The stages before the held-out test (smoke, dev screen, dev change) under
         ``snapshot``: the candidate's verdict if it stops there (concluded here), else its
         dev evidence, for the loop to choose which of several takes the held-out slot
-        (:meth:`run` with ``screened`` continues it; :meth:`not_chosen` ends it)."""
+        (:meth:`run` with ``screened`` continues it; :meth:`drop` ends it)."""
         self.current, self._began = candidate_id, time.monotonic()
         cand = await anyio.to_thread.run_sync(self.lineage.candidate, candidate_id)
         parent = await anyio.to_thread.run_sync(self.lineage.get, cand.parent_version_id)
@@ -281,17 +281,6 @@ class Pipeline:
                     await _remove_tree(tree)
             self.current = None
             self.activity("")
-
-    async def not_chosen(self, screened: Screened, chosen: Screened) -> Verdict:
-        """``screened`` passed the dev stages but ``chosen`` had the better dev evidence and
-        takes the held-out slot, while the loop's reserve of runner-ups is full of better
-        ones: ``screened`` is rejected at dev with no held-out task run and none of the
-        lineage's alpha spent."""
-        return await self.drop(
-            screened,
-            f"not chosen: c{chosen.cid} had better dev evidence "
-            f"({chosen.summary()} against {screened.summary()})",
-        )
 
     async def drop(self, screened: Screened, reason: str) -> Verdict:
         """A screened candidate that will take no held-out slot (``reason`` says why): it is
