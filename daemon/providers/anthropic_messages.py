@@ -6,7 +6,8 @@ an assistant's tool calls become ``tool_use`` blocks; ``tool`` messages become
 requires alternation). Structured output is a forced tool whose ``input_schema`` is the
 requested schema (wrapped in an object when the schema is not one); its input, as JSON, is
 the reply's content. When other tools are offered too, the model must either call one of
-them or answer through that tool. This SDK version has no sampling temperature, so
+them or answer through that tool. A request that wants one call per reply sets
+``disable_parallel_tool_use`` in ``tool_choice``. This SDK version has no sampling temperature, so
 ``temperature`` is not sent. Prompt tokens are ``input_tokens`` plus the cache creation
 and cache read tokens, as the API documents the total input.
 """
@@ -98,7 +99,8 @@ def _tools(request: ChatRequest) -> tuple[list[dict[str, Any]], dict[str, Any] |
         for t in request.tools
     ]
     if request.response_schema is None:
-        return tools, None, False
+        one = {"type": "auto", "disable_parallel_tool_use": True}
+        return tools, (one if tools and not request.parallel_tool_calls else None), False
     schema, wrapped = _structured_schema(request.response_schema)
     tools.append(
         {
@@ -107,7 +109,11 @@ def _tools(request: ChatRequest) -> tuple[list[dict[str, Any]], dict[str, Any] |
             "input_schema": schema,
         }
     )
-    choice = {"type": "tool", "name": STRUCTURED_TOOL} if len(tools) == 1 else {"type": "any"}
+    choice: dict[str, Any] = (
+        {"type": "tool", "name": STRUCTURED_TOOL} if len(tools) == 1 else {"type": "any"}
+    )
+    if not request.parallel_tool_calls:
+        choice["disable_parallel_tool_use"] = True
     return tools, choice, wrapped
 
 

@@ -55,6 +55,11 @@ class ChatRequest(_Model):
     # The sampling seed of this call; None: the provider's own (the embedded model's is
     # [local] seed). The proposer sets it so that several samples of one prompt differ.
     seed: int | None = Field(default=None, ge=0, lt=2**31)
+    # False: the reply holds at most one tool call (OpenAI's ``parallel_tool_calls``,
+    # Anthropic's ``disable_parallel_tool_use``, a one-item list in the embedded model's
+    # grammar). A small model under a grammar otherwise repeats its call until ``max_tokens``
+    # runs out (11 % of held-out BFCL tasks for SmolLM2-135M, a third of its model time).
+    parallel_tool_calls: bool = True
 
 
 class Usage(_Model):

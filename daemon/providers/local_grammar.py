@@ -102,7 +102,12 @@ def reply_schema(request: ChatRequest, ref: str) -> dict[str, Any] | None:
     return {
         "type": "object",
         "properties": {
-            "tool_calls": {"type": "array", "items": {"anyOf": choices}},
+            "tool_calls": {
+                "type": "array",
+                "items": {"anyOf": choices},
+                # One call: the list closes after it (the model cannot repeat it to the end).
+                **({} if request.parallel_tool_calls else {"maxItems": 1}),
+            },
             "content": content if content is not None else {"type": "string"},
         },
         "required": ["tool_calls"],

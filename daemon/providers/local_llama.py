@@ -22,7 +22,8 @@ rarely writes a well-formed call on its own, and constrained every call is well-
 
 * tools: they are described in the system prompt, and the reply must be
   ``{"tool_calls": [{"name": <one tool, as a const>, "arguments": <its schema>}, ...],
-  "content": <text, optional>}`` (an empty list means no call);
+  "content": <text, optional>}`` (an empty list means no call; at most one call when the
+  request sets ``parallel_tool_calls`` false);
 * ``response_schema``: the reply must follow it (with tools, it is the ``content`` value).
 
 The grammar is checked against each sampled token, not applied to the whole vocabulary

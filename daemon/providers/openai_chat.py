@@ -5,7 +5,8 @@ server, Ollama). Structured output is ``response_format`` ``json_schema``, or wi
 ``[openai] structured_output = "json_object"`` the older ``json_object`` form with the
 schema beside it (llama-cpp-python's server accepts only that one). With tools,
 ``tool_choice`` is sent as ``"auto"``: OpenAI's default, but some servers (llama-cpp-python's)
-ignore the tools unless it is given. A request's ``seed`` is sent as ``seed``. The
+ignore the tools unless it is given; a request that wants one call per reply sends
+``parallel_tool_calls`` false. A request's ``seed`` is sent as ``seed``. The
 completion cap is sent as ``max_completion_tokens`` to OpenAI itself (its newer models
 reject ``max_tokens``) and as ``max_tokens`` to other servers, which all accept that one.
 
@@ -93,6 +94,8 @@ def to_openai(
             for t in request.tools
         ]
         kwargs["tool_choice"] = "auto"
+        if not request.parallel_tool_calls:
+            kwargs["parallel_tool_calls"] = False
     if request.response_schema is not None and structured == "json_object":
         kwargs["response_format"] = {"type": "json_object", "schema": request.response_schema}
     elif request.response_schema is not None:

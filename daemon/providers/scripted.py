@@ -204,6 +204,8 @@ class ScriptedProvider(EstimatesPromptTokens):
             ToolCall(id=c.id or f"call_{serial}_{i}", name=c.name, arguments=c.arguments)
             for i, c in enumerate(reply.tool_calls)
         ]
+        if not request.parallel_tool_calls:
+            calls = calls[:1]  # what a model asked for one call writes: its first
         completion_text = (reply.content or "") + "".join(json.dumps(c.model_dump()) for c in calls)
         prompt_tokens = reply.usage.prompt_tokens
         completion_tokens = reply.usage.completion_tokens

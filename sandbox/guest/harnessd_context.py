@@ -89,6 +89,7 @@ class Model:
         max_tokens: int = 512,
         temperature: float = 0.0,
         response_schema: dict[str, Any] | None = None,
+        parallel_tool_calls: bool = True,
     ) -> dict[str, Any]:
         args = {
             "messages": messages,
@@ -96,6 +97,7 @@ class Model:
             "max_tokens": max_tokens,
             "temperature": temperature,
             "response_schema": response_schema,
+            "parallel_tool_calls": parallel_tool_calls,
         }
         try:
             result: dict[str, Any] = self._gateway.request("chat", args)

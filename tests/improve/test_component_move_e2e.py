@@ -7,9 +7,11 @@ component help, a wrong one (another value) where it does not. The seed returns 
 so the odd positions fail either way: 50 %.
 
 The proposer is a scripted model that, asked for a component, names ``unique_calls`` (drop
-exact repeats). The daemon offers it because failed dev tasks show repeated calls; where
-the repeats were of the right call, the candidate solves every task and is promoted; where
-they were wrong, it changes what dev sees but solves nothing more, and held-out rejects it.
+exact repeats) or ``one_call_per_reply`` (ask the model for one call a reply; the scripted
+model then writes its first). The daemon offers them because failed dev tasks show
+repeated calls; where the repeats were of the right call, the candidate solves every task
+and is promoted; where they were wrong, it changes what dev sees but solves nothing more,
+and held-out rejects it.
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ def _wrong(call: dict[str, Any]) -> dict[str, Any]:
     return {"name": call["name"], "arguments": arguments}
 
 
-def _world(cache: Path, tmp: Path, helps: bool) -> tuple[Path, Path]:
+def _world(
+    cache: Path, tmp: Path, helps: bool, component: str = "unique_calls"
+) -> tuple[Path, Path]:
     suite, splits = evaluated(cache, SUITE, SPLIT_SEED, DEV, HELDOUT)
     lines = ['mode = "rules"', ""]
     for ids in (splits.dev, splits.heldout):
@@ -65,7 +69,7 @@ def _world(cache: Path, tmp: Path, helps: bool) -> tuple[Path, Path]:
     lines += ["[[rules]]", 'content = "I do not know."', ""]
     solver = tmp / "solver.toml"
     solver.write_text("\n".join(lines))
-    chosen = json.dumps({"component": "unique_calls", "rationale": "the model repeats calls"})
+    chosen = json.dumps({"component": component, "rationale": "the model repeats calls"})
     proposer = tmp / "proposer.toml"
     proposer.write_text(
         f'mode = "rules"\n\n[[rules]]\nsystem = "adding ONE of the daemon\'s components"\n'
@@ -105,15 +109,24 @@ cycle_pause_s = 0.0
 
 @pytest.mark.timeout(1200)
 @pytest.mark.anyio
-@pytest.mark.parametrize("helps", [True, False])
+@pytest.mark.parametrize(
+    ("component", "helps"),
+    [
+        ("unique_calls", True),
+        ("unique_calls", False),
+        ("one_call_per_reply", True),
+        ("one_call_per_reply", False),
+    ],
+)
 async def test_a_component_is_promoted_where_it_removes_failures_and_only_there(
     runtime_factory: Any,
     tmp_path: Path,
     asset_cache: Path,
     monkeypatch: pytest.MonkeyPatch,
+    component: str,
     helps: bool,
 ) -> None:
-    solver, proposer = _world(asset_cache, tmp_path, helps)
+    solver, proposer = _world(asset_cache, tmp_path, helps, component)
     sent: list[str] = []
     asked = loop.proposal_request
 
@@ -137,11 +150,15 @@ async def test_a_component_is_promoted_where_it_removes_failures_and_only_there(
     assert verdict is not None and len(cands) == 1, cands
     cand = cands[0]
     assert briefing.move_of(cand.raw) == "component"
-    assert f"+{components.MARKER}unique_calls" in cand.patch
+    assert f"+{components.MARKER}{component}" in cand.patch
     # Offered on evidence: the two odd dev positions repeat a call (and make two where one
     # is wanted), shown with their counts; nothing else was offered.
     schema = json.loads(sent[1])
-    assert schema["properties"]["component"]["enum"] == ["unique_calls", "first_call_only"]
+    assert schema["properties"]["component"]["enum"] == [
+        "unique_calls",
+        "first_call_only",
+        "one_call_per_reply",
+    ]
     assert "unique_calls: drop exact repeats" in sent[0] and "showing it: 2" in sent[0]
     if helps:
         assert verdict.decision == "accept", verdict
@@ -159,16 +176,17 @@ async def test_a_component_is_promoted_where_it_removes_failures_and_only_there(
 async def test_samples_of_a_component_move_stop_when_every_offered_one_is_proposed(
     runtime_factory: Any, tmp_path: Path, asset_cache: Path
 ) -> None:
-    """Two components have evidence; six samples ask for them: two candidates, no
+    """Three components have evidence; six samples ask for them: three candidates, no
     duplicate stopped at the static stage (the enum shrinks as they are proposed)."""
     solver, _ = _world(asset_cache, tmp_path, True)
     proposer = tmp_path / "first_offered.toml"
-    # Whatever is offered, the first: "unique_calls", then "first_call_only".
+    # Whatever is offered, the first: "unique_calls", "first_call_only", "one_call_per_reply".
     replies = [json.dumps({"component": k, "rationale": "r"}) for k in components.BY_KEY]
     proposer.write_text(
         'mode = "sequence"\nafter_last = "repeat_last"\n\n'
         f"[[replies]]\ncontent = {json.dumps(replies[0])}\n\n"
-        f"[[replies]]\ncontent = {json.dumps(replies[3])}\n"
+        f"[[replies]]\ncontent = {json.dumps(replies[3])}\n\n"
+        f"[[replies]]\ncontent = {json.dumps(replies[4])}\n"
     )
     policy = _policy(solver, proposer).replace("samples = 1", "samples = 6\ndev_pool = 3")
     async with runtime_factory(policy) as rt:
@@ -176,5 +194,5 @@ async def test_samples_of_a_component_move_stop_when_every_offered_one_is_propos
         lineage.init_seed(SEED)
         await ImprovementLoop(rt, lineage, LoopControl()).cycle()
         cands = lineage.candidates()
-    assert sorted(c.id for c in cands) == [1, 2], cands
+    assert sorted(c.id for c in cands) == [1, 2, 3], cands
     assert all(c.duplicate_of is None for c in cands), cands

@@ -49,11 +49,17 @@ def test_each_component_is_offered_only_where_a_failed_dev_task_shows_its_sympto
     assert _keys(evidence([_failed([RIGHT, RIGHT]), _failed([RIGHT, RIGHT])], seed)) == {
         "unique_calls": 2,
         "first_call_only": 2,
+        "one_call_per_reply": 2,
     }
     ghost = {"name": "perimeter", "arguments": {}}
     assert _keys(evidence([_failed([RIGHT, ghost])], seed)) == {
         "offered_tools_only": 1,
         "first_call_only": 1,
+        "one_call_per_reply": 1,
+    }
+    # No call where one was expected: what a reply cut off by max_tokens leaves.
+    assert _keys(evidence([_failed([]), _failed([], expected=0)], seed)) == {
+        "one_call_per_reply": 1
     }
     extra = {"name": "area", "arguments": {"width": 2, "height": 3, "unit": "m"}}
     assert _keys(evidence([_failed([extra], expected=0)], seed)) == {"declared_arguments_only": 1}
@@ -67,9 +73,12 @@ def test_a_component_already_in_the_base_or_nothing_to_wrap_is_not_offered() -> 
     repeated = [_failed([RIGHT, RIGHT])]
     with_it = components.with_component(seed, "unique_calls")
     assert components.present(with_it) == {"unique_calls"}
-    assert _keys(evidence(repeated, with_it)) == {"first_call_only": 1}
+    assert _keys(evidence(repeated, with_it)) == {"first_call_only": 1, "one_call_per_reply": 1}
     wrapped_away = seed.replace("def answer(task, state):", "def final(task, state):")
     assert evidence(repeated, wrapped_away) == []
+    # A base without the primitive a component wraps is not offered that one.
+    no_chooser = seed.replace("choose_tools", "ask_model")
+    assert _keys(evidence(repeated, no_chooser)) == {"unique_calls": 1, "first_call_only": 1}
 
 
 def _answer_with(keys: list[str], output: Any, tools: list[dict[str, Any]] = TOOLS) -> Any:
@@ -124,7 +133,11 @@ def test_a_component_reply_becomes_a_patch_only_for_an_offered_component() -> No
     found = evidence([_failed([RIGHT, RIGHT])], sources["harness.py"])
     offer = moves.Offer("component", components=tuple(found))
     schema = edit_protocol.reply_schema(edit_protocol_targets(sources), offer)
-    assert schema["properties"]["component"]["enum"] == ["unique_calls", "first_call_only"]
+    assert schema["properties"]["component"]["enum"] == [
+        "unique_calls",
+        "first_call_only",
+        "one_call_per_reply",
+    ]
     reply = json.dumps({"component": "unique_calls", "rationale": "the model repeats calls"})
     made = edit_protocol.to_proposal(reply, sources, edit_protocol_targets(sources), offer)
     assert isinstance(made, Proposal) and made.rationale == "the model repeats calls"
@@ -172,3 +185,49 @@ def test_components_leave_what_is_not_a_call_alone() -> None:
     assert _answer_with(["unique_calls"], [{"name": "area", "arguments": {"w": {1, 2}}}] * 2) == [
         {"name": "area", "arguments": {"w": {1, 2}}}
     ]
+
+
+class _Model:
+    """``ctx.model`` recording what each call asked for; it answers one call, twice."""
+
+    def __init__(self) -> None:
+        self.asked: list[dict[str, Any]] = []
+
+    def chat(self, messages: Any, **options: Any) -> dict[str, Any]:
+        self.asked.append(options)
+        call = {"id": "c1", **RIGHT}
+        calls = [call] if options.get("parallel_tool_calls") is False else [call, call]
+        return {"content": "", "tool_calls": calls if options.get("tools") else []}
+
+
+class _Tools:
+    def __init__(self) -> None:
+        self.called: list[str] = []
+
+    def call(self, name: str, arguments: dict[str, Any]) -> str:
+        self.called.append(name)
+        return "done"
+
+
+@pytest.mark.unit
+def test_one_call_per_reply_asks_the_model_for_one_call_and_leaves_the_rest_of_ctx() -> None:
+    """The seed with the component: every ask that offers tools says
+    ``parallel_tool_calls=False`` (the model then writes one call); one without tools is sent
+    as before; host-side tools still run through ``ctx.tools``."""
+    source = components.with_component(SEED.read_text(), "one_call_per_reply")
+    scope: dict[str, Any] = {}
+    exec(compile(source, "harness.py", "exec"), scope)
+
+    model, tools = _Model(), _Tools()
+    ctx = SimpleNamespace(model=model, tools=tools, ToolError=RuntimeError, next_turn=dict)
+    task = {"kind": "function_call", "prompt": [{"role": "user", "content": "q"}], "tools": TOOLS}
+    assert scope["solve"](task, ctx)["output"] == [RIGHT]
+    assert model.asked == [{"tools": TOOLS, "max_tokens": 512, "parallel_tool_calls": False}]
+    # Host-side tools: the call runs through the real ctx.tools, the loop goes on.
+    ctx.next_turn = lambda: {"done": True}
+    scope["solve"]({**task, "kind": "tool_use"}, ctx)
+    assert tools.called and all(a["parallel_tool_calls"] is False for a in model.asked)
+    # No tools offered: nothing added.
+    model.asked.clear()
+    scope["solve"]({**task, "kind": "text", "tools": []}, ctx)
+    assert model.asked == [{"tools": None, "max_tokens": 512}]

@@ -251,3 +251,21 @@ async def test_the_key_stays_out_of_logs_on_retries(
         await _chat(make_settings, api.url, request)
     assert caplog.records, "the SDK logs its retries at debug level"
     assert api_key not in caplog.text
+
+
+async def test_one_call_per_reply_disables_parallel_tool_use(
+    make_settings: MakeSettings, api_key: str
+) -> None:
+    reply = _ok(
+        [{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}}],
+        stop_reason="tool_use",
+    )
+    ask = ChatRequest(messages=[Message(role="user", content="Oslo?")], tools=[WEATHER])
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+    with serve([reply, reply]) as api:
+        await _chat(make_settings, api.url, ask.model_copy(update={"parallel_tool_calls": False}))
+        both = ask.model_copy(update={"parallel_tool_calls": False, "response_schema": schema})
+        await _chat(make_settings, api.url, both)
+    plain, structured = (r.body for r in api.received)
+    assert plain["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
+    assert structured["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}

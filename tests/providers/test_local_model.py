@@ -230,3 +230,37 @@ async def test_two_instances_answer_two_calls_at_once_and_alike(
     # And the same answer again, one call at a time (either instance).
     assert await _triangle(provider) == replies[0]
     await provider.aclose()
+
+
+# BFCL "simple" task 8: the embedded model repeats this call until max_tokens runs out.
+CIRCLE = ToolSpec(
+    name="geometry_area_circle",
+    description="Calculate the area of a circle given the radius.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "radius": {"type": "integer", "description": "The radius of the circle."},
+            "units": {"type": "string", "description": "The units of the radius."},
+        },
+        "required": ["radius"],
+    },
+)
+
+
+async def test_one_call_per_reply_closes_the_list_after_the_first_call(local: Provider) -> None:
+    """Asked as harnesses ask (512 tokens), the model writes the same call over and over
+    and is cut off with none parsed; asked for one call per reply, the grammar closes the
+    list after it, and the reply is that call, in a fraction of the tokens."""
+    ask = ChatRequest(
+        messages=[Message(role="user", content="What's the area of a circle with a radius of 10?")],
+        tools=[CIRCLE],
+        max_tokens=512,
+    )
+    repeated = await local.chat(ask)
+    one = await local.chat(ask.model_copy(update={"parallel_tool_calls": False}))
+    assert repeated.finish_reason == "length" and repeated.tool_calls == []
+    assert [(c.name, c.arguments.get("radius")) for c in one.tool_calls] == [
+        ("geometry_area_circle", 10)
+    ]
+    assert one.finish_reason == "tool_calls"
+    assert one.usage.completion_tokens * 4 < repeated.usage.completion_tokens

@@ -266,3 +266,16 @@ async def test_probe_says_whether_the_server_answers(
     finally:
         await gone.aclose()
     assert caught.value.dependency == "openai:gpt-test" and api.url in caught.value.fix
+
+
+async def test_one_call_per_reply_is_sent_as_parallel_tool_calls_false(
+    make_settings: MakeSettings, api_key: str
+) -> None:
+    reply = _ok(None, tool_calls=[openai_tool_call("c", "triangle_area", "{}")])
+    ask = ChatRequest(messages=[Message(role="user", content="area?")], tools=[AREA])
+    with serve([reply, reply]) as api:
+        await _chat(make_settings, api.url, ask)
+        await _chat(make_settings, api.url, ask.model_copy(update={"parallel_tool_calls": False}))
+    default, one = (r.body for r in api.received)
+    assert "parallel_tool_calls" not in default  # OpenAI's default (true) is left to it
+    assert one["parallel_tool_calls"] is False and one["tool_choice"] == "auto"

@@ -179,3 +179,28 @@ def test_relative_paths_resolve_against_the_base_dir(
     monkeypatch.chdir("/")
     provider = _provider("scripted:scripts/r.toml", make_settings)
     assert provider.ref == "scripted:scripts/r.toml"
+
+
+async def test_one_call_per_reply_keeps_the_first_call(
+    tmp_path: Path, make_settings: MakeSettings
+) -> None:
+    """``parallel_tool_calls=False``: a scripted reply of several calls is what a model asked
+    for one call writes, its first; the usage it computes counts only that one."""
+    ref = _script(
+        tmp_path,
+        """
+        mode = "rules"
+
+        [[rules]]
+        tool_calls = [
+            { name = "area", arguments = { side = 1 } },
+            { name = "area", arguments = { side = 1 } },
+        ]
+        """,
+    )
+    provider = _provider(ref, make_settings)
+    both = await provider.chat(_ask("area?"))
+    one = await provider.chat(_ask("area?").model_copy(update={"parallel_tool_calls": False}))
+    assert [c.name for c in both.tool_calls] == ["area", "area"]
+    assert [c.name for c in one.tool_calls] == ["area"] and one.finish_reason == "tool_calls"
+    assert one.usage.completion_tokens < both.usage.completion_tokens

@@ -4,9 +4,10 @@ A 135M proposer cannot write a function, but the failures it is shown often have
 few lines of generic harness code remove: the model repeats one call, names a function the
 task did not offer, adds an argument the function does not declare, or makes several calls
 where the task wanted one. Each component here is such a change, written once by the
-project as a wrapper of one of the seed's primitives (``answer``), appended to the harness
-so that it applies to any version that still has the primitive. Like DSPy's modules, the
-proposer composes what it cannot write; what it chooses is which, from evidence.
+project as a wrapper of one of the seed's primitives (``answer``, ``choose_tools``),
+appended to the harness so that it applies to any version that still has the primitive.
+Like DSPy's modules, the proposer composes what it cannot write; what it chooses is which,
+from evidence.
 
 The evidence is the daemon's, from the base's dev report only: for each component, how many
 failed dev tasks show the symptom it removes (:func:`evidence`). Only components with some
@@ -71,6 +72,12 @@ def _too_many(calls: list[dict[str, Any]], tools: dict[str, set[str]], expected:
     return expected == 1 and len(calls) > 1
 
 
+def _not_one(calls: list[dict[str, Any]], tools: dict[str, set[str]], expected: int) -> bool:
+    # None at all is what a reply cut off by max_tokens leaves: under a grammar a small
+    # model repeats its call until the tokens run out, and the unfinished list holds none.
+    return expected == 1 and len(calls) != 1
+
+
 Symptom = Callable[[list[dict[str, Any]], dict[str, set[str]], int], bool]
 
 
@@ -80,6 +87,7 @@ class Component:
     summary: str  # what it does, for the proposer
     symptom: Symptom  # does a failed dev task's answer show what it removes?
     code: str  # appended to harness.py (after the marker line)
+    primitive: str = "answer"  # the seed's function it wraps
 
     def text(self) -> str:
         return f"{MARKER}{self.key}\n{self.code.strip()}\n"
@@ -169,6 +177,44 @@ def answer(task, state):
     return output
 ''',
     ),
+    Component(
+        "one_call_per_reply",
+        "ask the model for one function call per reply (its list of calls closes after the "
+        "first, so it cannot repeat a call until its tokens run out)",
+        _not_one,
+        '''
+_choose_tools_before_one_call_per_reply = choose_tools
+
+
+class _OneCallModel:
+    """``ctx.model`` asking for one call per reply whenever tools are offered."""
+
+    def __init__(self, model):
+        self._model = model
+
+    def chat(self, messages, tools=None, **options):
+        if tools:
+            options.setdefault("parallel_tool_calls", False)
+        return self._model.chat(messages, tools=tools, **options)
+
+
+class _OneCallContext:
+    """``ctx`` with that model; everything else is ``ctx``'s own."""
+
+    def __init__(self, ctx):
+        self._ctx = ctx
+        self.model = _OneCallModel(ctx.model)
+
+    def __getattr__(self, name):
+        return getattr(self._ctx, name)
+
+
+def choose_tools(ctx, state, tools, dispatch):
+    """The model asked for one call per reply."""
+    return _choose_tools_before_one_call_per_reply(_OneCallContext(ctx), state, tools, dispatch)
+''',
+        primitive="choose_tools",
+    ),
 )
 BY_KEY = {c.key: c for c in COMPONENTS}
 
@@ -192,14 +238,15 @@ class FailedAnswer:
     expected_calls: int
 
 
-def wraps(source: str) -> bool:
-    """Whether ``source`` (a harness file) defines the primitive the components wrap at its
-    top level (a method, a comment or a string of that name is no such definition)."""
+def wraps(source: str, primitive: str = "answer") -> bool:
+    """Whether ``source`` (a harness file) defines ``primitive`` at its top level (a method,
+    a comment or a string of that name is no such definition). Components are appended to
+    the file with ``answer``; one that wraps another primitive needs it there too."""
     try:
         tree = pyast.parse(source)
     except SyntaxError:
         return False
-    return any(isinstance(n, ast.FunctionDef) and n.name == "answer" for n in tree.body)
+    return any(isinstance(n, ast.FunctionDef) and n.name == primitive for n in tree.body)
 
 
 def present(source: str) -> set[str]:
@@ -210,13 +257,13 @@ def present(source: str) -> set[str]:
 def evidence(failed: Sequence[FailedAnswer], source: str) -> list[Evidence]:
     """The components a base whose harness file is ``source`` may take, with the failed dev
     tasks that show each one's symptom; those with none, or already present, or with no
-    ``answer`` primitive to wrap, are left out."""
+    primitive to wrap in ``source``, are left out."""
     if not wraps(source):
         return []
     have = present(source)
     out = []
     for c in COMPONENTS:
-        if c.key in have:
+        if c.key in have or (c.primitive != "answer" and not wraps(source, c.primitive)):
             continue
         count = 0
         for f in failed:
