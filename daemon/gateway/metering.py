@@ -112,6 +112,10 @@ class MeteredModel:
         finally:
             # After the ledger row exists, so the guard never sees the call as unspent.
             self._guard.release(grant)
+        if not request.parallel_tool_calls and len(response.tool_calls) > 1:
+            # One call was asked for: kept here for every provider, since a server may ignore
+            # the parameter (llama-cpp-python's does). The tokens of the rest were spent.
+            response = response.model_copy(update={"tool_calls": response.tool_calls[:1]})
         return response
 
     async def _record(self, charge: Charge, usage: Usage, *, estimated: bool) -> None:

@@ -79,6 +79,7 @@ class Transcript:
             "from_message": start,
             "messages": messages,
             "tools": [t.name for t in request.tools],
+            **({} if request.parallel_tool_calls else {"parallel_tool_calls": False}),
             "reply": reply,
             "usage": response.usage.model_dump(),
         }

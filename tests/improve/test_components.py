@@ -4,6 +4,7 @@ and how a reply becomes a patch (only offered components; the grammar names only
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -222,12 +223,24 @@ def test_one_call_per_reply_asks_the_model_for_one_call_and_leaves_the_rest_of_c
     ctx = SimpleNamespace(model=model, tools=tools, ToolError=RuntimeError, next_turn=dict)
     task = {"kind": "function_call", "prompt": [{"role": "user", "content": "q"}], "tools": TOOLS}
     assert scope["solve"](task, ctx)["output"] == [RIGHT]
-    assert model.asked == [{"tools": TOOLS, "max_tokens": 512, "parallel_tool_calls": False}]
+    sent = {"max_tokens": 512, "temperature": 0.0, "response_schema": None}
+    assert model.asked == [{"tools": TOOLS, **sent, "parallel_tool_calls": False}]
     # Host-side tools: the call runs through the real ctx.tools, the loop goes on.
     ctx.next_turn = lambda: {"done": True}
     scope["solve"]({**task, "kind": "tool_use"}, ctx)
     assert tools.called and all(a["parallel_tool_calls"] is False for a in model.asked)
-    # No tools offered: nothing added.
+    # No tools offered: several calls allowed, as the model's own default.
     model.asked.clear()
     scope["solve"]({**task, "kind": "text", "tools": []}, ctx)
-    assert model.asked == [{"tools": None, "max_tokens": 512}]
+    assert model.asked == [{"tools": None, **sent, "parallel_tool_calls": True}]
+    # A harness that asks positionally, or says what it wants, is served the same way.
+    proxy = scope["_OneCallContext"](ctx)
+    model.asked.clear()
+    proxy.model.chat([], TOOLS, 256)
+    proxy.model.chat([], TOOLS, parallel_tool_calls=True)
+    assert [(a["max_tokens"], a["parallel_tool_calls"]) for a in model.asked] == [
+        (256, False),
+        (512, True),
+    ]
+    # A copy of the proxy (no _ctx yet while it is rebuilt) does not recurse.
+    assert copy.copy(proxy).tools is tools

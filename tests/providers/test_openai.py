@@ -5,16 +5,21 @@ from __future__ import annotations
 import json
 import logging
 import traceback
+from pathlib import Path
 
 import pytest
 from fake_llm_apis import Reply, openai_completion, openai_error, openai_tool_call, serve
 from provider_helpers import KEY_ENV, MakeSettings
 
-from daemon.config.policy import RetryPolicy
+from daemon.config.policy import BudgetPolicy, RetryPolicy
 from daemon.errors import ProviderConfigError, ProviderError, ProviderUnavailable
+from daemon.gateway.budget import BudgetGuard
+from daemon.gateway.ledger import Charge
+from daemon.gateway.metering import MeteredModel
 from daemon.providers import make_provider
 from daemon.providers.base import ChatRequest, ChatResponse, Message, ToolCall, ToolSpec
 from daemon.providers.openai_chat import RAW_ARGUMENTS_KEY
+from daemon.store import Store
 
 pytestmark = [pytest.mark.anyio, pytest.mark.unit]
 
@@ -279,3 +284,29 @@ async def test_one_call_per_reply_is_sent_as_parallel_tool_calls_false(
     default, one = (r.body for r in api.received)
     assert "parallel_tool_calls" not in default  # OpenAI's default (true) is left to it
     assert one["parallel_tool_calls"] is False and one["tool_choice"] == "auto"
+
+
+async def test_a_server_that_ignores_one_call_per_reply_still_gives_the_harness_one(
+    make_settings: MakeSettings, api_key: str, tmp_path: Path
+) -> None:
+    """llama-cpp-python's server ignores ``parallel_tool_calls``: the gateway keeps the
+    reply's first call and charges every token the server spent."""
+    calls = [openai_tool_call(f"c{i}", "triangle_area", '{"base": 1}') for i in range(3)]
+    reply = _ok(None, tool_calls=calls, finish_reason="tool_calls")
+    ask = ChatRequest(
+        messages=[Message(role="user", content="area?")], tools=[AREA], parallel_tool_calls=False
+    )
+    store = Store(tmp_path / "state.db")
+    with serve([reply, reply]) as api:
+        provider = make_provider("openai:gpt-test", make_settings(openai_url=api.url + "/v1"), FAST)
+        model = MeteredModel(provider, store, BudgetGuard(store, BudgetPolicy))
+        charge = Charge(model.ref, "solve", run_id="r", task_id="t")
+        try:
+            one = await model.chat(ask, charge)
+            several = await model.chat(ask.model_copy(update={"parallel_tool_calls": True}), charge)
+        finally:
+            await provider.aclose()
+            store.close()
+    assert [c.id for c in one.tool_calls] == ["c0"]
+    assert [c.id for c in several.tool_calls] == ["c0", "c1", "c2"]
+    assert one.usage == several.usage  # what the server reported, both times

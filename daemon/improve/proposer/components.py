@@ -18,7 +18,9 @@ failure changes nothing on dev and is stopped there; one that hurts fails the de
 
 Task-independent by construction: no component reads a task's question or names a task,
 suite or value; each transforms the calls the model made, using only the task's own tool
-schemas.
+schemas, or (``one_call_per_reply``) asks the model for one call in every reply that
+offers tools, which suits suites whose tasks want one call a reply and costs those that
+want several in one (the held-out test tells).
 """
 
 from __future__ import annotations
@@ -180,7 +182,8 @@ def answer(task, state):
     Component(
         "one_call_per_reply",
         "ask the model for one function call per reply (its list of calls closes after the "
-        "first, so it cannot repeat a call until its tokens run out)",
+        "first, so it cannot repeat a call until its tokens run out; for tasks that want one "
+        "call)",
         _not_one,
         '''
 _choose_tools_before_one_call_per_reply = choose_tools
@@ -192,10 +195,25 @@ class _OneCallModel:
     def __init__(self, model):
         self._model = model
 
-    def chat(self, messages, tools=None, **options):
-        if tools:
-            options.setdefault("parallel_tool_calls", False)
-        return self._model.chat(messages, tools=tools, **options)
+    def chat(
+        self,
+        messages,
+        tools=None,
+        max_tokens=512,
+        temperature=0.0,
+        response_schema=None,
+        parallel_tool_calls=None,
+    ):
+        if parallel_tool_calls is None:
+            parallel_tool_calls = not tools
+        return self._model.chat(
+            messages,
+            tools=tools,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            response_schema=response_schema,
+            parallel_tool_calls=parallel_tool_calls,
+        )
 
 
 class _OneCallContext:
@@ -206,6 +224,8 @@ class _OneCallContext:
         self.model = _OneCallModel(ctx.model)
 
     def __getattr__(self, name):
+        if name == "_ctx" or name.startswith("__"):  # not set yet (a copy): no recursion
+            raise AttributeError(name)
         return getattr(self._ctx, name)
 
 
