@@ -98,22 +98,22 @@ def _tools(request: ChatRequest) -> tuple[list[dict[str, Any]], dict[str, Any] |
         {"name": t.name, "description": t.description, "input_schema": t.parameters}
         for t in request.tools
     ]
-    if request.response_schema is None:
-        one = {"type": "auto", "disable_parallel_tool_use": True}
-        return tools, (one if tools and not request.parallel_tool_calls else None), False
-    schema, wrapped = _structured_schema(request.response_schema)
-    tools.append(
-        {
-            "name": STRUCTURED_TOOL,
-            "description": "Give your final answer by calling this tool; its input is the answer.",
-            "input_schema": schema,
-        }
-    )
-    choice: dict[str, Any] = (
-        {"type": "tool", "name": STRUCTURED_TOOL} if len(tools) == 1 else {"type": "any"}
-    )
-    if not request.parallel_tool_calls:
-        choice["disable_parallel_tool_use"] = True
+    choice: dict[str, Any] | None = None
+    wrapped = False
+    if request.response_schema is not None:
+        schema, wrapped = _structured_schema(request.response_schema)
+        tools.append(
+            {
+                "name": STRUCTURED_TOOL,
+                "description": "Give your final answer by calling this tool; its input is "
+                "the answer.",
+                "input_schema": schema,
+            }
+        )
+        choice = {"type": "tool", "name": STRUCTURED_TOOL} if len(tools) == 1 else {"type": "any"}
+    if tools and not request.parallel_tool_calls:
+        # One call per reply: the API's default choice ("auto") unless another is forced.
+        choice = {**(choice or {"type": "auto"}), "disable_parallel_tool_use": True}
     return tools, choice, wrapped
 
 

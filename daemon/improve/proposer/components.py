@@ -258,15 +258,20 @@ class FailedAnswer:
     expected_calls: int
 
 
-def wraps(source: str, primitive: str = "answer") -> bool:
-    """Whether ``source`` (a harness file) defines ``primitive`` at its top level (a method,
-    a comment or a string of that name is no such definition). Components are appended to
-    the file with ``answer``; one that wraps another primitive needs it there too."""
+def _functions(source: str) -> set[str]:
+    """The functions ``source`` (a harness file) defines at its top level (a method, a comment
+    or a string of a name is no such definition); none if it does not parse."""
     try:
         tree = pyast.parse(source)
     except SyntaxError:
-        return False
-    return any(isinstance(n, ast.FunctionDef) and n.name == primitive for n in tree.body)
+        return set()
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+def wraps(source: str) -> bool:
+    """Whether ``source`` defines ``answer``, which components are appended beside (one that
+    wraps another primitive needs that one in the same file too)."""
+    return "answer" in _functions(source)
 
 
 def present(source: str) -> set[str]:
@@ -278,12 +283,13 @@ def evidence(failed: Sequence[FailedAnswer], source: str) -> list[Evidence]:
     """The components a base whose harness file is ``source`` may take, with the failed dev
     tasks that show each one's symptom; those with none, or already present, or with no
     primitive to wrap in ``source``, are left out."""
-    if not wraps(source):
+    defined = _functions(source)
+    if "answer" not in defined:
         return []
     have = present(source)
     out = []
     for c in COMPONENTS:
-        if c.key in have or (c.primitive != "answer" and not wraps(source, c.primitive)):
+        if c.key in have or c.primitive not in defined:
             continue
         count = 0
         for f in failed:
