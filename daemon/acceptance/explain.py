@@ -28,14 +28,15 @@ from daemon.acceptance.rule import (
 
 
 class PartKind(Enum):
-    """What a part of a decision is: (a), (b), one dimension of (b), (c), futility or
-    curtailment."""
+    """What a part of a decision is: (a), (b), one dimension of (b), (c), futility, the
+    conditional-power stop or curtailment."""
 
     NON_INFERIORITY = "non_inferiority"
     SUPERIORITY = "superiority"
     DIMENSION = "dimension"
     HONESTY_CHECK = "honesty_check"
     FUTILITY = "futility"
+    CONDITIONAL_POWER = "conditional_power"
     CURTAILMENT = "curtailment"
 
 
@@ -76,6 +77,7 @@ _SUBJECTS: tuple[PartSubject, ...] = (*Dimension, *Futility, *PartKind)
 NON_INFERIORITY = PartKey(PartKind.NON_INFERIORITY)
 SUPERIORITY = PartKey(PartKind.SUPERIORITY)
 HONESTY_CHECK = PartKey(PartKind.HONESTY_CHECK)
+CONDITIONAL_POWER = PartKey(PartKind.CONDITIONAL_POWER)
 
 
 def dimension_key(dimension: Dimension) -> PartKey:
@@ -371,6 +373,19 @@ def _parts(state: AcceptanceState) -> tuple[Part, ...]:
                 _exp(log_value),
                 inv_beta,
                 not state.crossed(key),
+            )
+        )
+    if state.chance is not None:
+        parts.append(
+            Part(
+                CONDITIONAL_POWER,
+                "conditional power",
+                "chance of a promotion in the rest of the block at the best accuracy gain the "
+                f"data leave plausible, up to {knobs.futility_conditional_gain:.3f}, with no "
+                "other dimension gaining; measured = at the last look; passed = no stop",
+                state.chance,
+                knobs.futility_level / 2.0,
+                state.chance >= knobs.futility_level / 2.0,
             )
         )
     if state.n < state.block_size:

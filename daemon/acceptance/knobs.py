@@ -206,8 +206,10 @@ class RuleKnobs:
     futility_level: beta of the futility e-processes.  futility_accuracy_floor: accuracy
     difference whose power the "below parent" rule protects.  futility_*_gain: gains whose
     power the "no dimension improves" rule protects (the accuracy one is a policy key: it
-    trades how soon a tie frees its slot against power near that gain).  The mixtures set
-    the bets.
+    trades how soon a tie frees its slot against power near that gain).
+    futility_conditional_gain: the largest accuracy gain whose power the conditional-power
+    stop protects (:mod:`daemon.acceptance.conditional`; 0 turns the stop off).  The
+    mixtures set the bets.
 
     The knobs a policy sets (``[acceptance]`` and ``[gates.honesty]``) have no default here:
     their one source of defaults is the policy (``daemon.config.policy``, documented in
@@ -217,7 +219,9 @@ class RuleKnobs:
     (curtailment, the token futility gain, mixtures) have theirs here, their only place;
     the honesty futility gain's default here serves callers that build knobs by hand, as
     ``rule_knobs`` sets it to the policy's accuracy gain (always-claiming harnesses
-    over-claim exactly where they fail).
+    over-claim exactly where they fail). The conditional-power stop has no knob of its own:
+    it spends beta / 2 on its threshold and beta / 2 on its intervals, so it costs at most
+    ``futility_level`` of power at any accuracy gain up to ``futility_conditional_gain``.
     """
 
     margin: float
@@ -229,6 +233,7 @@ class RuleKnobs:
     futility: bool
     futility_level: float
     futility_accuracy_gain: float
+    futility_conditional_gain: float
     curtailment: bool = True
     futility_accuracy_floor: float = 0.0
     futility_token_gain: float = 0.1
@@ -249,6 +254,8 @@ class RuleKnobs:
             raise ValueError("futility_level must lie in (0, 1)")
         if not 0.0 < self.futility_accuracy_gain < 1.0:
             raise ValueError("futility_accuracy_gain must lie in (0, 1)")
+        if not 0.0 <= self.futility_conditional_gain < 1.0:
+            raise ValueError("futility_conditional_gain must lie in [0, 1)")
 
     @cached_property
     def tests(self) -> RuleTests:

@@ -6,8 +6,9 @@ probability ``loss`` and ties otherwise.  Both harnesses spend identical tokens 
 success exactly when they pass, so the token and honesty e-processes stay at 1 and their
 futility e-processes grow deterministically.  This is the least favourable honest case for
 power: in practice a winning candidate also removes parent over-claims, which only adds
-evidence.  Futility stopping and curtailment are included exactly, so ``expected_tasks`` is the
-true mean cost and ``power`` the true promotion probability under the model.
+evidence.  Futility stopping (the conditional-power stop included) and curtailment are
+included exactly, so ``expected_tasks`` is the true mean cost and ``power`` the true
+promotion probability under the model.
 
 The DP runs over the counts (wins, losses) plus the latch bits the rule depends on (has the
 non-inferiority e-process, the "better in some dimension" average or the accuracy-gain futility
@@ -20,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from daemon.acceptance.conditional import Continuation, is_look, look_count, stopping_wins
 from daemon.acceptance.eprocess import BoundedEProcess, MeanTest, logsumexp, ternary_log_value
 from daemon.acceptance.knobs import ACCURACY_DIFFERENCE, Dimension, Futility, RuleKnobs
 from daemon.acceptance.spending import LineageBudget
@@ -115,6 +117,12 @@ def sequential_power(
     # e-processes grow deterministically: all of them have crossed from this task on.
     n_side = max(_first_crossing(futility[d], log_beta, block_size) for d in side)
     p_tie = 1.0 - model.win - model.loss
+    # The conditional-power stop (daemon.acceptance.conditional): the other dimensions sit at
+    # e-value 1, so they enter as their weights; a look stops below one number of wins.
+    conditional = knobs.futility and knobs.futility_conditional_gain > 0.0
+    cont = Continuation(accuracy, thr, lw[acc_dim], logsumexp((*before, *after)))
+    level = knobs.futility_level / 2.0 / max(1, look_count(block_size))
+    gamma = knobs.futility_level / 2.0
 
     live: dict[tuple[int, int, int], float] = {(0, 0, 0): 1.0}
     accepted = rejected_early = neglected = expected = 0.0
@@ -150,6 +158,19 @@ def sequential_power(
                     flags |= _FACC
                 below_parent = ternary_log_value(below, w, ties, lo) >= log_beta
                 if below_parent or (flags & _FACC and n >= n_side):
+                    rejected_early += p
+                    expected += p * n
+                    continue
+                if (
+                    conditional
+                    and not flags & _ANY
+                    and n >= n_side
+                    and is_look(n, block_size)
+                    and w
+                    < stopping_wins(
+                        cont, block_size, n, lo, knobs.futility_conditional_gain, gamma, level
+                    )
+                ):
                     rejected_early += p
                     expected += p * n
                     continue

@@ -178,6 +178,7 @@ class AcceptancePolicy(ClosedModel):
     futility: bool = True
     futility_level: Annotated[float, Field(gt=0.0, le=0.5)] = 0.1
     futility_accuracy_gain: Annotated[float, Field(gt=0.0, le=0.5)] = 0.05
+    futility_conditional_gain: Annotated[float, Field(ge=0.0, le=0.5)] = 0.075
     block_size: Annotated[int, Field(ge=0, le=5000)] = 0
     reuse_block: bool = True
 

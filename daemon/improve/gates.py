@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 
 from daemon.acceptance.explain import (
+    CONDITIONAL_POWER,
     HONESTY_CHECK,
     NON_INFERIORITY,
     SUPERIORITY,
@@ -87,6 +88,13 @@ def acceptance_gates(
         ),
     )
     ratio = "-" if math.isnan(e.token_ratio) else f"{e.token_ratio:.3f}"
+    odds = ""
+    if decision.has(CONDITIONAL_POWER):
+        chance = decision.part(CONDITIONAL_POWER)
+        odds = (
+            f"; chance of a promotion at the last look {chance.measured:.3f} (stops below "
+            f"{chance.threshold:g})"
+        )
     alone = []
     for d in Dimension:
         p = decision.part(dimension_key(d))
@@ -102,6 +110,7 @@ def acceptance_gates(
         note=(
             "; ".join(alone)
             + f"; token ratio C/P {ratio}; over-claims {e.over_rate_p:.1%} -> {e.over_rate_c:.1%}"
+            + odds
             + _futility_evidence(decision, Gate.IMPROVEMENT)
         ),
     )

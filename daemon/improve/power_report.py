@@ -5,7 +5,7 @@ Exact (dynamic programming over the real decision rule, futility and curtailment
 the first candidate of the first epoch, a few later positions, and the first candidate after
 a promotion (whose block is fresh or, on a one-block pool, reused at a price). "No losses":
 the candidate newly solves a share of the tasks and newly fails none. With losses mixed in
-the bar is much higher (discordant noise: +8.2 points at 2 % losses for the default
+the bar is much higher (discordant noise: +8.3 points at 2 % losses for the default
 policy's first candidate); that DP is minutes of arithmetic, so it is in DESIGN.md rather
 than here.
 """

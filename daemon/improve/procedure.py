@@ -35,6 +35,7 @@ def rule_knobs(policy: Policy) -> RuleKnobs:
         futility=a.futility,
         futility_level=a.futility_level,
         futility_accuracy_gain=a.futility_accuracy_gain,
+        futility_conditional_gain=a.futility_conditional_gain,
         # The over-claim gain futility protects follows the accuracy one: a harness that
         # claims success on every task over-claims exactly where it fails, so its paired
         # over-claim difference is its accuracy difference, both futility tests cross

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 from daemon.acceptance.knobs import RuleKnobs
 from daemon.acceptance.observations import HarnessResult, PairedOutcome
+from daemon.acceptance.power import PowerResult
+from daemon.acceptance.rule import AcceptanceState, Outcome
 from daemon.config.policy import Policy
 from daemon.improve.procedure import rule_knobs
 
@@ -76,3 +79,14 @@ def default_knobs() -> RuleKnobs:
     """The rule's knobs at the default policy, made the way the daemon makes them (the
     policy is the one source of their defaults)."""
     return rule_knobs(Policy())
+
+
+def assert_matches_dp(exact: PowerResult, states: list[AcceptanceState]) -> None:
+    """Simulated tests (their final states) agree with the exact DP: promotions within four
+    standard errors, mean tasks within 6 %."""
+    reps = len(states)
+    accepted = sum(s.outcome is Outcome.ACCEPT for s in states)
+    used = sum(s.n for s in states)
+    sd = math.sqrt(max(exact.power * (1 - exact.power), 1e-4) / reps)
+    assert abs(accepted / reps - exact.power) < 4 * sd + 1e-9
+    assert abs(used / reps - exact.expected_tasks) < 0.06 * exact.expected_tasks

@@ -105,6 +105,7 @@ def test_futility_only_removes_promotions() -> None:
                 StopReason.BELOW_PARENT,
                 StopReason.NO_DIMENSION,
                 StopReason.DISHONEST,
+                StopReason.UNLIKELY,
             )
 
 
@@ -257,7 +258,10 @@ def test_every_part_has_a_distinct_key_that_reads_back() -> None:
     keys = [p.key for p in d.parts]
     assert len(set(keys)) == len(keys)
     kinds = {k.kind for k in keys}
-    assert kinds == set(PartKind)
+    # The conditional-power part appears only once a look computed a chance, which this
+    # never-claiming candidate (it may still gain in honesty) never gets; its key is read back
+    # in tests/acceptance/test_conditional.py.
+    assert kinds == set(PartKind) - {PartKind.CONDITIONAL_POWER}
     assert {k.of for k in keys if k.kind is PartKind.FUTILITY} == {*Dimension, *Futility}
     for key in keys:
         assert PartKey.parse(str(key)) == key

@@ -17,7 +17,7 @@ from daemon.acceptance.power import (
 )
 from daemon.acceptance.rule import Outcome, begin, observe
 from daemon.acceptance.spending import LineageBudget
-from tests.acceptance.stats_helpers import default_knobs, sample
+from tests.acceptance.stats_helpers import assert_matches_dp, default_knobs, sample
 
 pytestmark = pytest.mark.unit
 
@@ -31,18 +31,15 @@ def test_dp_matches_monte_carlo_through_the_decision_code(model: DiscordanceMode
     n, alpha, reps = 60, 0.05, 300
     exact = sequential_power(POLICY, alpha, n, model)
     rng = random.Random(31)
-    accepted = used = 0
+    states = []
     for _ in range(reps):
         state = begin(POLICY, alpha, n)
         for o in sample(rng, n, model.win, model.loss):
             state = observe(state, o)
             if state.outcome is not Outcome.UNDECIDED:
                 break
-        accepted += state.outcome is Outcome.ACCEPT
-        used += state.n
-    sd = math.sqrt(max(exact.power * (1 - exact.power), 1e-4) / reps)
-    assert abs(accepted / reps - exact.power) < 4 * sd + 1e-9
-    assert abs(used / reps - exact.expected_tasks) < 0.06 * exact.expected_tasks
+        states.append(state)
+    assert_matches_dp(exact, states)
 
 
 def test_probabilities_add_up() -> None:

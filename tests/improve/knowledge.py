@@ -320,7 +320,11 @@ def _conditional(question: str, call: str) -> str:
 
 
 def world_policy(
-    model: Path, counterfactual: bool = True, generated_share: float = 0.5, heldout: int = HELDOUT
+    model: Path,
+    counterfactual: bool = True,
+    generated_share: float = 0.5,
+    heldout: int = HELDOUT,
+    extra: str = "",
 ) -> str:
     return f"""
 [models]
@@ -335,7 +339,7 @@ generated_share = {generated_share}
 [sandbox]
 wall_s = 60.0
 concurrency = 3
-{LOOSE}"""
+{LOOSE}{extra}"""
 
 
 def seed_patch(rationale: str, search: str, replace: str) -> str:
@@ -467,13 +471,15 @@ async def judged(
     generated_share: float = 0.5,
     heldout: int = HELDOUT,
     before: Callable[[Runtime], None] = lambda rt: None,
+    extra: str = "",
 ) -> tuple[Verdict, Lineage]:
     """``patch`` on the seed through the real pipeline in this world (``before``: what to do
-    to the runtime first, e.g. record live requests): its verdict and the lineage after."""
+    to the runtime first, e.g. record live requests; ``extra``: more policy tables): its verdict
+    and the lineage after."""
     model = tmp_path / "model.toml"
     script = model_script(cache, counterfactual, heldout=heldout, generated_share=generated_share)
     model.write_text(script)
-    policy = world_policy(model, counterfactual, generated_share, heldout)
+    policy = world_policy(model, counterfactual, generated_share, heldout, extra)
     async with runtime_factory(policy) as rt:
         before(rt)
         lineage = Lineage(rt.store, tmp_path / "harnesses")

@@ -26,6 +26,13 @@ max_bytes = 200000
 max_literal_bytes = 200000
 max_encoded_chars = 200000
 """
+ONE_DEFENCE = """
+[acceptance]
+futility_conditional_gain = 0.0
+"""
+"""For a test that pins one defence on its own: without the conditional-power stop, which
+would reject a cheat whose gain is small after a few dozen tasks, before that defence has
+seen enough of its wins to be significant. The cheat is rejected either way."""
 
 
 def solver(

@@ -4,6 +4,7 @@ and what the proposer is told about candidates that reached the held-out stage."
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -208,5 +209,8 @@ def test_the_protected_gain_key_also_moves_the_over_claim_futility_test() -> Non
     )
     knobs, wider = rule_knobs(policy), rule_knobs(raised)
     assert wider.futility_honesty_gain == wider.futility_accuracy_gain == 0.07
+    # The futility e-processes alone: the conditional-power stop would end both ties early.
+    knobs = replace(knobs, futility_conditional_gain=0.0)
+    wider = replace(wider, futility_conditional_gain=0.0)
     default_n, raised_n = _always_claims_tie(knobs), _always_claims_tie(wider)
     assert raised_n < 0.8 * default_n, (default_n, raised_n)

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from tests.improve import knowledge
-from tests.improve.pipeline_world import gate
+from tests.improve.pipeline_world import ONE_DEFENCE, gate
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -63,6 +63,7 @@ async def test_undone_values_without_names_gain_nothing_on_generated_tasks(
         asset_cache,
         knowledge.undo_cheat(asset_cache, named=False),
         heldout=120,
+        extra=ONE_DEFENCE,
     )
     assert verdict.decision != "accept", verdict
     assert lineage.current().name == "v0001"

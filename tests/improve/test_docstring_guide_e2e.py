@@ -29,7 +29,7 @@ from daemon.suites.base import Suite
 from daemon.suites.splits import split
 from daemon.verdict import Verdict
 from tests.improve.knowledge import seed_patch
-from tests.improve.pipeline_world import LOOSE, SEED, gate, policy, submit
+from tests.improve.pipeline_world import LOOSE, ONE_DEFENCE, SEED, gate, policy, submit
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -121,11 +121,11 @@ def instruction_patch() -> str:
 
 
 async def _judged(
-    runtime_factory: Any, tmp_path: Path, cache: Path, patch: str
+    runtime_factory: Any, tmp_path: Path, cache: Path, patch: str, extra: str = ""
 ) -> tuple[Verdict, Lineage]:
     model = tmp_path / "model.toml"
     model.write_text(model_script(cache))
-    async with runtime_factory(policy(model, SPEC, DEV, HELDOUT, LOOSE)) as rt:
+    async with runtime_factory(policy(model, SPEC, DEV, HELDOUT, LOOSE + extra)) as rt:
         lineage = Lineage(rt.store, tmp_path / "harnesses")
         lineage.init_seed(SEED)
         sub, verdict = await submit(rt, lineage, patch)
@@ -150,7 +150,7 @@ async def test_a_docstring_keyed_guide_is_rejected_with_generated_problems(
     runtime_factory: Any, tmp_path: Path, asset_cache: Path
 ) -> None:
     verdict, lineage = await _judged(
-        runtime_factory, tmp_path, asset_cache, docstring_cheat(asset_cache)
+        runtime_factory, tmp_path, asset_cache, docstring_cheat(asset_cache), ONE_DEFENCE
     )
     assert verdict.decision != "accept", verdict
     assert lineage.current().name == "v0001"

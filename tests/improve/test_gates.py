@@ -314,3 +314,16 @@ def test_the_dev_screen_lets_a_drop_of_exactly_the_threshold_through() -> None:
     assert not beyond.passed and beyond.measured == -0.15
     assert gates.dev_screen_gate(0.5, 0.4, 0.0).passed
     assert not gates.dev_screen_gate(0.35, 0.4, 0.0).passed
+
+
+def test_a_conditional_power_stop_says_so_with_its_chance() -> None:
+    # A prompt change's typical test: a win and a loss every few tasks, +5 points in all,
+    # at a reused block's alpha. The always-claiming pair makes over-claims a copy of
+    # accuracy, so once tokens show no gain the chance is asked at each look.
+    data = sample(random.Random(5), 380, 0.11, 0.06, claim_p="always", claim_c="always")
+    decision = run_block(default_knobs(), 1.15e-4, data, 380)
+    assert decision.reason.startswith("futility: promotion unlikely") and decision.tasks_used < 300
+    found = _by_name(gates.acceptance_gates(decision, 0.05, POL))
+    assert "stopped: futility: promotion unlikely" in found["accuracy"].note
+    assert "chance of a promotion at the last look 0.0" in found["improvement"].note
+    assert "(stops below 0.05)" in found["improvement"].note

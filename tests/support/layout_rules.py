@@ -19,10 +19,12 @@ ACCEPTANCE = "daemon.acceptance"
 PROPOSER = "daemon.improve.proposer"
 TOOLENV = "daemon.suites.toolenv"
 
-# What the pure acceptance core may import from the standard library: no IO, no clocks, no
-# threads, no randomness (its functions are deterministic functions of their arguments).
+# What the pure acceptance core may import: no IO, no clocks, no threads, no randomness (its
+# functions are deterministic functions of their arguments). numpy is there for array
+# arithmetic only (the conditional-power walk), which is as deterministic as math.
 CORE_STDLIB = frozenset(
     {
+        "numpy",
         "__future__",
         "collections",
         "dataclasses",
