@@ -116,6 +116,12 @@ def sequential_power(
     # The other dimensions' e-values stay at 1 under the model, so their futility
     # e-processes grow deterministically: all of them have crossed from this task on.
     n_side = max(_first_crossing(futility[d], log_beta, block_size) for d in side)
+    # The conditional-power stop waits only for those with a weight (the rule skips the
+    # others: a dimension that cannot count cannot make a candidate better).
+    n_cond = max(
+        (_first_crossing(futility[d], log_beta, block_size) for d in side if lw[d] > -math.inf),
+        default=0,
+    )
     p_tie = 1.0 - model.win - model.loss
     # The conditional-power stop (daemon.acceptance.conditional): the other dimensions sit at
     # e-value 1, so they enter as their weights; a look stops below one number of wins.
@@ -164,7 +170,7 @@ def sequential_power(
                 if (
                     conditional
                     and not flags & _ANY
-                    and n >= n_side
+                    and n >= n_cond
                     and is_look(n, block_size)
                     and w
                     < stopping_wins(

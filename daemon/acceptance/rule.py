@@ -35,13 +35,14 @@ tuned for cost and power only:
   protected size.  By Ville's inequality a candidate at least as accurate as the parent that
   gains at least the protected size in some dimension loses at most ``2 beta`` of power.
 * **conditional power** (:mod:`daemon.acceptance.conditional`): at a look (every 20 tasks
-  from 40 on), reject when even a candidate gaining the protected accuracy would promote
-  from here with probability below ``beta / 2``, at every loss rate the data leave
-  plausible, and no other dimension can still gain its protected size. It costs at most
-  ``beta`` of power at the protected accuracy gain. Without it a candidate that flips one
-  task in six each way runs the whole block: its futility e-processes cannot tell a gain of
-  +3 points from the protected +5 in a block, while its chance of a promotion was gone
-  after a few dozen tasks.
+  from 40 on), reject when even a candidate gaining ``futility_conditional_gain`` (7.5
+  points) in accuracy would promote from here with probability below ``beta / 2``, at every
+  loss rate the data leave plausible, and no other dimension can still gain its protected
+  size. It costs at most about ``beta`` of power at any gain up to that size (the loss rates
+  are tried on a grid), on top of the ``2 beta`` above. Without it a candidate that flips
+  one task in six each way runs the whole block: its futility e-processes cannot tell a
+  gain of +3 points from the protected +5 in a block, while its chance of a promotion was
+  gone after a few dozen tasks.
 * **honesty futility**: reject when there is e-evidence ``>= 1/beta`` that the candidate's
   over-claims (or under-claims) exceed the parent's by more than the gate's tolerance while
   its own rate of them is above the gate's bound: the gate is then not expected to pass, and
@@ -119,6 +120,8 @@ class AcceptanceState:
     functions of them. A test on a real-valued statistic (tokens) keeps its own wealth
     (``bounded``, in the order of ``knobs.tests.bounded``). ``futility_crossed`` says, per
     futility test (in the order of ``knobs.tests.futility``), whether it has reached 1/beta.
+    ``copies`` says, per ternary statistic, whether it has read as the accuracy difference
+    on every task so far (the conditional-power stop counts such a dimension with accuracy).
     ``chance`` is the conditional power at the last look that computed one.
     """
 
@@ -129,6 +132,7 @@ class AcceptanceState:
     counts: tuple[Counts, ...]
     bounded: tuple[BoundedEProcess, ...]
     futility_crossed: tuple[bool, ...]
+    copies: tuple[bool, ...]
     summary: HonestySummary = field(default_factory=HonestySummary)
     tokens_p: int = 0
     tokens_c: int = 0
@@ -233,6 +237,7 @@ def begin(
         counts=tuple(Counts() for _ in t.statistics),
         bounded=tuple(BoundedEProcess(test) for test, _ in t.bounded),
         futility_crossed=tuple(False for _ in t.futility),
+        copies=tuple(True for _ in t.statistics),
     )
 
 
@@ -248,9 +253,9 @@ def observe(state: AcceptanceState, outcome: PairedOutcome) -> AcceptanceState:
         if failures_left < 0:
             raise ValueError("parent failed more block tasks than parent_failures declared")
     knobs, t = state.knobs, state.knobs.tests
-    counts = tuple(
-        [c.observe(int(read(outcome))) for c, read in zip(state.counts, t.readers, strict=True)]
-    )
+    reads = [int(read(outcome)) for read in t.readers]
+    counts = tuple([c.observe(r) for c, r in zip(state.counts, reads, strict=True)])
+    copies = tuple([was and r == reads[0] for was, r in zip(state.copies, reads, strict=True)])
     bounded = tuple(
         [p.observe(read(outcome)) for p, read in zip(state.bounded, t.bounded_readers, strict=True)]
     )
@@ -272,6 +277,7 @@ def observe(state: AcceptanceState, outcome: PairedOutcome) -> AcceptanceState:
         counts=counts,
         bounded=bounded,
         futility_crossed=crossed,
+        copies=copies,
         summary=state.summary.observe(outcome),
         tokens_p=state.tokens_p + outcome.parent.tokens,
         tokens_c=state.tokens_c + outcome.candidate.tokens,
@@ -307,7 +313,7 @@ def continuation(state: AcceptanceState) -> Continuation | None:
     the same bets, is counted with accuracy; any other is held at its current e-value.
     """
     knobs, acc_counts = state.knobs, state.accuracy_counts
-    tests = knobs.tests.superiority
+    tests, statistics = knobs.tests.superiority, knobs.tests.statistics
     accuracy = tests[Dimension.ACCURACY]
     weight, rest = knobs.weight_accuracy, []
     for d in Dimension:
@@ -319,7 +325,7 @@ def continuation(state: AcceptanceState) -> Continuation | None:
             d.rule.statistic.ternary
             and same_bets
             and acc_counts.plus + acc_counts.minus > 0
-            and state.counts_of(d.rule.statistic) == acc_counts
+            and state.copies[statistics.index(d.rule.statistic)]
         ):
             weight += w
         elif state.crossed(d):
@@ -327,7 +333,8 @@ def continuation(state: AcceptanceState) -> Continuation | None:
         else:
             return None
     log_rest = logsumexp(tuple(rest)) if rest else -math.inf
-    return Continuation(accuracy, state.log_threshold, math.log(weight), log_rest)
+    log_weight = math.log(weight) if weight > 0.0 else -math.inf  # weight_accuracy may be 0
+    return Continuation(accuracy, state.log_threshold, log_weight, log_rest)
 
 
 def promotion_chance(state: AcceptanceState) -> float | None:

@@ -14,6 +14,7 @@ import random
 from dataclasses import replace
 from functools import cache
 
+import numpy as np
 import pytest
 
 from daemon.acceptance.conditional import (
@@ -27,7 +28,7 @@ from daemon.acceptance.conditional import (
     stopping_wins,
 )
 from daemon.acceptance.explain import CONDITIONAL_POWER, Decision, PartKey, decision_of
-from daemon.acceptance.knobs import Dimension
+from daemon.acceptance.knobs import Dimension, RuleKnobs
 from daemon.acceptance.observations import HarnessResult, PairedOutcome
 from daemon.acceptance.power import DiscordanceModel, sequential_power
 from daemon.acceptance.rule import AcceptanceState, Outcome, StopReason, begin, observe
@@ -75,6 +76,37 @@ def test_chance_is_the_first_passage_probability(
     exact = _brute(cont, 30, wins, losses, pw, pl)
     assert 0.01 < exact < 0.99  # a case where the window and the sum matter
     assert chance(cont, 30, wins, losses, pw - pl, pl) == pytest.approx(exact, abs=1e-12)
+
+
+def _brute_per_task(
+    cont: Continuation, remaining: int, wins: int, losses: int, pw: float, pl: float
+) -> float:
+    """The first-passage probability stepped task by task over every (wins, losses) pair:
+    no binomial count of discordant tasks and no window."""
+    size = remaining + 1
+    inside = np.array(
+        [[cont.crosses(wins + a, losses + b) for b in range(size)] for a in range(size)]
+    )
+    mass = np.zeros((size, size))
+    mass[0, 0] = 1.0
+    entered = 0.0
+    for _ in range(remaining):
+        moved = (1.0 - pw - pl) * mass
+        moved[1:, :] += pw * mass[:-1, :]
+        moved[:, 1:] += pl * mass[:, :-1]
+        entered += float(moved[inside].sum())
+        moved[inside] = 0.0
+        mass = moved
+    return entered
+
+
+def test_the_window_of_a_long_rest_loses_no_probability() -> None:
+    # 300 tasks to go at 20 % discordance: the walk is computed over its first 141
+    # discordant tasks; what lies beyond is counted as an entry and is negligible.
+    cont = _cont(0.05)
+    exact = _brute_per_task(cont, 300, 2, 1, 0.12, 0.08)
+    assert 0.01 < exact < 0.99
+    assert chance(cont, 300, 2, 1, 0.04, 0.08) == pytest.approx(exact, abs=1e-9)
 
 
 def test_loss_rate_interval_solves_the_binomial_tails() -> None:
@@ -178,6 +210,24 @@ def test_a_candidate_that_fixes_its_claims_is_not_stopped_on_accuracy_alone() ->
     # every task both fail, a way to be better that accuracy does not show.
     state = _run(_stream(SMALL_GAIN, 380), alpha=1e-4, claims="fixed")
     assert state.stop_reason is not StopReason.UNLIKELY
+    assert state.chance is None  # honesty may still gain: no chance computed
+
+
+def test_a_dimension_is_counted_with_accuracy_only_while_it_reads_the_same_on_every_task() -> None:
+    honesty = KNOBS.tests.statistics.index(Dimension.HONESTY.rule.statistic)
+    kinds = _stream("wtttttltttfttttttttt", 40)
+    state = begin(KNOBS, 1e-4, 380)
+    for i, kind in enumerate(kinds):
+        state = observe(state, _task(i, kind))
+    assert state.copies[honesty]  # always claiming: over-claims are exactly the failures
+    # Equal totals from different tasks: no over-claim to fix on a win the parent did not
+    # claim, one fixed on a task both fail. That honesty gain is not accuracy's.
+    claims = {"w": "exact", "f": "fixed"}
+    state = begin(KNOBS, 1e-4, 380)
+    for i, kind in enumerate(kinds):
+        state = observe(state, _task(i, kind, claims=claims.get(kind, "always")))
+    assert state.counts[honesty] == state.accuracy_counts
+    assert not state.copies[honesty]
 
 
 def test_the_stop_can_be_turned_off_and_needs_futility() -> None:
@@ -190,17 +240,35 @@ def test_the_stop_can_be_turned_off_and_needs_futility() -> None:
         assert state.stop_reason is not StopReason.UNLIKELY and state.chance is None
 
 
-def test_the_exact_dp_models_the_stop_as_the_decision_code_runs_it() -> None:
+def test_a_dimension_without_weight_is_left_out() -> None:
+    # No weight on accuracy (a policy may ask for that): honesty and tokens decide, and the
+    # look, once their futility has crossed, holds them where they are.
+    knobs = replace(KNOBS, weight_accuracy=0.0, weight_tokens=0.5, weight_honesty=0.5)
+    state = begin(knobs, 1e-4, 380)
+    for i, kind in enumerate(_stream(SMALL_GAIN, 380)):
+        state = observe(state, _task(i, kind, claims="exact"))
+        if state.outcome is not Outcome.UNDECIDED:
+            break
+    assert state.outcome is Outcome.REJECT and state.n < 380
+
+
+# Accuracy 0.75, tokens 0.25, honesty 0: the honesty gate off. Its futility still runs and
+# crosses later than the tokens', and the stop must not wait for it (nor the DP).
+NO_HONESTY = replace(KNOBS, weight_accuracy=0.75, weight_tokens=0.25, weight_honesty=0.0)
+
+
+@pytest.mark.parametrize("knobs", [KNOBS, NO_HONESTY], ids=["default", "honesty-gate-off"])
+def test_the_exact_dp_models_the_stop_as_the_decision_code_runs_it(knobs: RuleKnobs) -> None:
     # Identical tokens and claims that match results: the DP's model exactly, so every
     # simulated test at the same counts asks the same (cached) question.
     n, alpha, reps, model = 120, 0.002, 400, DiscordanceModel(0.12, 0.06)
-    exact = sequential_power(KNOBS, alpha, n, model)
-    off = sequential_power(replace(KNOBS, futility_conditional_gain=0.0), alpha, n, model)
+    exact = sequential_power(knobs, alpha, n, model)
+    off = sequential_power(replace(knobs, futility_conditional_gain=0.0), alpha, n, model)
     assert exact.expected_tasks < 0.8 * off.expected_tasks  # the stop matters in this case
     rng = random.Random(7)
     states = []
     for _ in range(reps):
-        state = begin(KNOBS, alpha, n)
+        state = begin(knobs, alpha, n)
         for i in range(n):
             u = rng.random()
             kind = "w" if u < model.win else "l" if u < model.win + model.loss else "t"
