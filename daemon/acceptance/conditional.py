@@ -55,7 +55,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from daemon.acceptance.eprocess import MeanTest, ternary_log_value
+from daemon.acceptance.eprocess import MeanTest, logsumexp, ternary_log_value
 
 FIRST_LOOK = 40
 """Tasks before the first look: the loss-rate interval says little before."""
@@ -79,6 +79,17 @@ def look_count(block_size: int) -> int:
     if block_size <= FIRST_LOOK:
         return 0
     return (block_size - 1) // LOOK_EVERY - FIRST_LOOK // LOOK_EVERY + 1
+
+
+def stop_level(futility_level: float) -> float:
+    """gamma: a look stops below this chance (half of beta; the intervals get the other)."""
+    return futility_level / 2.0
+
+
+def interval_level(futility_level: float, block_size: int) -> float:
+    """Each look's two intervals together miss with at most this: epsilon = beta / 2 split
+    over the block's looks (Bonferroni)."""
+    return futility_level / 2.0 / max(1, look_count(block_size))
 
 
 def _log_binom_pmf(k: int, n: int, p: float) -> float:
@@ -158,14 +169,7 @@ class Continuation:
         if self.log_weight == -math.inf:
             return self.log_rest >= self.log_threshold
         log_acc = self.log_weight + ternary_log_value(self.accuracy, wins, 0, losses)
-        return _logaddexp(log_acc, self.log_rest) >= self.log_threshold
-
-
-def _logaddexp(a: float, b: float) -> float:
-    top = max(a, b)
-    if top == -math.inf:
-        return -math.inf
-    return top + math.log(math.exp(a - top) + math.exp(b - top))
+        return logsumexp((log_acc, self.log_rest)) >= self.log_threshold
 
 
 def chance(

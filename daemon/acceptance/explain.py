@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
 
+from daemon.acceptance.conditional import stop_level
 from daemon.acceptance.eprocess import Side
 from daemon.acceptance.knobs import Dimension, Futility, FutilityKey, RuleKnobs
 from daemon.acceptance.observations import PairedOutcome
@@ -384,8 +385,8 @@ def _parts(state: AcceptanceState) -> tuple[Part, ...]:
                 f"data leave plausible, up to {knobs.futility_conditional_gain:.3f}, with no "
                 "other dimension gaining; measured = at the last look; passed = no stop",
                 state.chance,
-                knobs.futility_level / 2.0,
-                state.chance >= knobs.futility_level / 2.0,
+                stop_level(knobs.futility_level),
+                state.chance >= stop_level(knobs.futility_level),
             )
         )
     if state.n < state.block_size:

@@ -295,6 +295,11 @@ class RuleKnobs:
             futility=tuple(futility),
         )
 
+    @property
+    def conditional_stop(self) -> bool:
+        """Whether the conditional-power stop runs (it is a futility rule: off with them)."""
+        return self.futility and self.futility_conditional_gain > 0.0
+
     @cached_property
     def log_weights(self) -> tuple[float, ...]:
         """Log weights of the dimensions (in :class:`Dimension` order); -inf for weight 0."""

@@ -21,7 +21,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from daemon.acceptance.conditional import Continuation, is_look, look_count, stopping_wins
+from daemon.acceptance.conditional import (
+    Continuation,
+    interval_level,
+    is_look,
+    stop_level,
+    stopping_wins,
+)
 from daemon.acceptance.eprocess import BoundedEProcess, MeanTest, logsumexp, ternary_log_value
 from daemon.acceptance.knobs import ACCURACY_DIFFERENCE, Dimension, Futility, RuleKnobs
 from daemon.acceptance.spending import LineageBudget
@@ -125,10 +131,10 @@ def sequential_power(
     p_tie = 1.0 - model.win - model.loss
     # The conditional-power stop (daemon.acceptance.conditional): the other dimensions sit at
     # e-value 1, so they enter as their weights; a look stops below one number of wins.
-    conditional = knobs.futility and knobs.futility_conditional_gain > 0.0
+    conditional = knobs.conditional_stop
     cont = Continuation(accuracy, thr, lw[acc_dim], logsumexp((*before, *after)))
-    level = knobs.futility_level / 2.0 / max(1, look_count(block_size))
-    gamma = knobs.futility_level / 2.0
+    level = interval_level(knobs.futility_level, block_size)
+    gamma = stop_level(knobs.futility_level)
 
     live: dict[tuple[int, int, int], float] = {(0, 0, 0): 1.0}
     accepted = rejected_early = neglected = expected = 0.0

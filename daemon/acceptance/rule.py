@@ -64,7 +64,13 @@ import math
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from daemon.acceptance.conditional import Continuation, best_chance, is_look, look_count
+from daemon.acceptance.conditional import (
+    Continuation,
+    best_chance,
+    interval_level,
+    is_look,
+    stop_level,
+)
 from daemon.acceptance.eprocess import (
     BoundedEProcess,
     Counts,
@@ -287,15 +293,14 @@ def observe(state: AcceptanceState, outcome: PairedOutcome) -> AcceptanceState:
         chance=state.chance,
     )
     if (
-        knobs.futility
-        and knobs.futility_conditional_gain > 0.0
+        knobs.conditional_stop
         and nxt.sup_log_any < nxt.log_threshold
         and is_look(nxt.n, nxt.block_size)
     ):
         chance = promotion_chance(nxt)
         if chance is not None:
             nxt = replace(nxt, chance=chance)
-            if chance < knobs.futility_level / 2.0:
+            if chance < stop_level(knobs.futility_level):
                 return replace(nxt, outcome=Outcome.REJECT, stop_reason=StopReason.UNLIKELY)
     verdict, reason = _outcome(nxt)
     if reason is None:
@@ -344,7 +349,7 @@ def promotion_chance(state: AcceptanceState) -> float | None:
     if cont is None:
         return None
     knobs, c = state.knobs, state.accuracy_counts
-    level = knobs.futility_level / 2.0 / look_count(state.block_size)
+    level = interval_level(knobs.futility_level, state.block_size)
     most = knobs.futility_conditional_gain
     return best_chance(cont, state.block_size, state.n, c.plus, c.minus, most, level)
 
