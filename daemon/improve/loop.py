@@ -181,6 +181,14 @@ class Ask:
         return self.parent.name if self.base is None else f"c{self.base.candidate_id}"
 
 
+@dataclass(frozen=True)
+class Flaw:
+    """Why the static stage would stop a reply; ``repeats``: its program was tried before."""
+
+    reason: str
+    repeats: bool = False
+
+
 class ImprovementLoop:
     def __init__(self, rt: Runtime, lineage: Lineage, control: LoopControl) -> None:
         self.rt = rt
@@ -575,6 +583,7 @@ class ImprovementLoop:
                 if merged is not None and merged.accepted_for_evaluation:
                     passed.append(merged.candidate_id)
             ask = await self.prepare_proposal(scratch, snapshot)
+            closed: set[edit_protocol.Slot] = set()
             for sample in range(1, policy.samples + 1):
                 if len(passed) >= wanted:
                     break
@@ -583,9 +592,9 @@ class ImprovementLoop:
                     f"(sample {sample} of {policy.samples}, {len(passed)} of "
                     f"{wanted} passed static)"
                 )
-                sub = await self.sample(ask)
+                sub = await self.sample(ask, closed)
                 if sub is None:
-                    break  # the proposer's budget refused: go on with what passed
+                    break  # the budget refused, or nothing new is left: go on with what passed
                 if sub.accepted_for_evaluation:
                     passed.append(sub.candidate_id)
         except BaseException as exc:
@@ -898,11 +907,16 @@ class ImprovementLoop:
             is None
         ]
 
-    async def sample(self, ask: Ask) -> intake.Submitted | None:
+    async def sample(
+        self, ask: Ask, closed: set[edit_protocol.Slot] | None = None
+    ) -> intake.Submitted | None:
         """One proposal for ``ask``, with a fresh seed, recorded as a candidate (None: the
         proposer's budget refused it, or a component move has no untried component left:
-        each would only be a duplicate)."""
+        each would only be a duplicate). ``closed``: the cycle's choices whose reply
+        repeated a program tried before, left out of this sample's grammar and grown by
+        it (the samples of one cycle share it)."""
         policy = ask.snapshot.policy.proposer
+        closed = set() if closed is None else closed
         if ask.offer.move == "component":
             fresh = await anyio.to_thread.run_sync(
                 self._untried, ask.parent, ask.sources, ask.offer.components
@@ -914,8 +928,14 @@ class ImprovementLoop:
         schema = None
         if ask.targets is not None:
             schema = await anyio.to_thread.run_sync(
-                self._schema, ask.parent, ask.sources, ask.targets, ask.offer
+                self._schema, ask.parent, ask.sources, ask.targets, ask.offer, closed
             )
+            if schema is None:
+                # Reached only through ``closed``: the base offer always leaves a choice.
+                log.info(
+                    "every choice of the %s move repeated a program tried before", ask.offer.move
+                )
+                return None
         run_id = f"prop-{uuid.uuid4().hex[:12]}"
         charge = Charge(
             model=ask.model.ref, purpose="propose", run_id=run_id, version_id=ask.parent.id
@@ -923,9 +943,14 @@ class ImprovementLoop:
         # The operations protocol's replies are checked as the static stage would before one
         # becomes a proposal: a line of a small model's code that does not compile (or a
         # forged worked-examples text) is discarded and drawn again, up to REPLY_ATTEMPTS
-        # times; the last is recorded whatever it is, with its reason. Every reply's tokens
-        # are charged to the same run, so the candidate's proposal cost includes the
-        # discarded ones. Free-text replies of larger models are recorded as they come.
+        # times; the last is recorded whatever it is, with its reason. A reply that repeats
+        # a program tried before also closes its choice (the line or constant it edits, the
+        # first example it shows) for the rest of the cycle: a grammar cannot leave out one
+        # line of code, and a 135M model drawn again on the same choice writes the same line
+        # (all 12 draws of four samples in one cycle repeated c17 of an 80-minute run).
+        # Every reply's tokens are charged to the same run, so the candidate's proposal cost
+        # includes the discarded ones. Free-text replies of larger models are recorded as
+        # they come.
         attempts = REPLY_ATTEMPTS if ask.targets is not None else 1
         text = ""
         parsed: Proposal | ParseFailure | PatchRejected = ParseFailure("no reply", "")
@@ -950,14 +975,26 @@ class ImprovementLoop:
                 break
             parsed = edit_protocol.to_proposal(text, ask.sources, ask.targets, ask.offer)
             flaw = await anyio.to_thread.run_sync(self._flaw, ask, parsed)
-            if flaw is None or attempt == attempts:
+            if flaw is None:
                 break
+            slot = edit_protocol.slot_of(text) if flaw.repeats else None
+            narrowed = schema
+            if slot is not None:
+                closed.add(slot)
+                narrowed = await anyio.to_thread.run_sync(
+                    self._schema, ask.parent, ask.sources, ask.targets, ask.offer, closed
+                )
+            if attempt == attempts or narrowed is None:
+                break  # recorded as it is, with its reason: nothing else is left to draw
+            schema = narrowed
+            closing = "" if slot is None else f"; {slot[0]} {slot[1]} left out of the next draws"
             await self.rt.emit(
                 "proposal.discarded",
-                f"proposer reply {attempt} of at most {attempts} discarded: {flaw}",
+                f"proposer reply {attempt} of at most {attempts} discarded: {flaw.reason}{closing}",
                 run_id=run_id,
                 attempt=attempt,
-                reason=flaw,
+                reason=flaw.reason,
+                closed=None if slot is None else list(slot),
             )
         return await self._record(
             ask.parent,
@@ -970,17 +1007,18 @@ class ImprovementLoop:
             base=ask.base,
         )
 
-    def _flaw(self, ask: Ask, parsed: Proposal | ParseFailure | PatchRejected) -> str | None:
+    def _flaw(self, ask: Ask, parsed: Proposal | ParseFailure | PatchRejected) -> Flaw | None:
         """Why the static stage would stop ``parsed`` as written (not compiling, over the
         patch limits, no JSON, an operation that cannot be carried out, a program tried
         before), or None. The reply schema already leaves out constant values whose program
         was tried, but other edits still repeat one (all 5 static stops of 43 proposals in a
-        quiet two-hour run were such duplicates): drawn again like the rest, and the last
-        attempt's record names the earlier candidate."""
+        quiet two-hour run were such duplicates): drawn again like the rest, with the
+        repeated choice closed (``repeats``), and the last attempt's record names the
+        earlier candidate."""
         if isinstance(parsed, ParseFailure):
-            return f"unparseable: {parsed.reason}"
+            return Flaw(f"unparseable: {parsed.reason}")
         if isinstance(parsed, PatchRejected):
-            return parsed.reason
+            return Flaw(parsed.reason)
         start = self.lineage.path(ask.parent) if ask.base is None else ask.base.tree
         scratch = self.rt.work_dir / f"precheck-{secrets.token_hex(6)}"
         try:
@@ -988,18 +1026,23 @@ class ImprovementLoop:
                 parsed, start, ask.snapshot.policy.patch, scratch / "tree"
             )
             if checked is not None:
-                return checked.reason
+                return Flaw(checked.reason)
             self.tried.refresh()
             repeat = self.tried.screen(ask.parent, scratch / "tree")
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        return None if repeat is None else repeat.reason
+        return None if repeat is None else Flaw(repeat.reason, repeats=True)
 
     def _schema(
-        self, parent: Version, sources: dict[str, str], targets: Targets, offer: moves.Offer
-    ) -> dict[str, Any]:
+        self,
+        parent: Version,
+        sources: dict[str, str],
+        targets: Targets,
+        offer: moves.Offer,
+        closed: set[edit_protocol.Slot],
+    ) -> dict[str, Any] | None:
         """The reply schema for ``offer``'s move, without constant values whose program was
-        tried already."""
+        tried already and without the ``closed`` choices (None: none is left)."""
         self.tried.refresh()
 
         def offered(op: Operation) -> bool:
@@ -1009,7 +1052,7 @@ class ImprovementLoop:
                 return False
             return self.tried.refusal(parent, fingerprint(_encoded(after))) is None
 
-        return edit_protocol.reply_schema(targets, offer, offered)
+        return edit_protocol.reply_schema(targets, offer, offered, closed)
 
     def _reached_heldout(self) -> set[int]:
         """The candidates that got to the held-out stage (began a held-out test in the alpha

@@ -140,3 +140,47 @@ def test_a_value_equal_to_the_current_one_changes_nothing(tmp_path: Path) -> Non
     assert isinstance(proposal, Proposal) and proposal.edits == ()
     with pytest.raises(PatchRejected, match="changes nothing"):
         apply_proposal(SEED_DIR, proposal, tmp_path / "tree")
+
+
+def test_a_repeated_choice_names_the_slot_the_next_draw_leaves_out() -> None:
+    def reply(move: dict[str, Any]) -> str:
+        return json.dumps({**move, "rationale": "r"})
+
+    slot = edit_protocol.slot_of
+    assert slot(reply({"edit": {"op": "set", "name": "MAX_STEPS", "value": 2}})) == (
+        "set",
+        "MAX_STEPS",
+    )
+    replace = {"op": "replace", "line": "harness.py:26", "code": "pass"}
+    assert slot(reply({"edit": replace})) == ("replace", "harness.py:26")
+    insert = {"op": "insert", "before": "harness.py:78", "code": "pass"}
+    assert slot(reply({"edit": insert})) == ("insert", "harness.py:78")
+    # The demonstrate move: the task the model put first.
+    assert slot(reply({"demonstrate": ["t2", "t1"]})) == ("demonstrate", "t2")
+    # Free text and components: nothing a grammar can close; a reply that is not JSON either.
+    assert slot(reply({"instruction": "Answer briefly."})) is None
+    assert slot(reply({"component": "one_call_per_reply"})) is None
+    assert slot("not json") is None
+
+
+def test_closed_lines_and_constants_leave_the_grammar_and_none_is_left_at_the_end() -> None:
+    replaceable, insertable = edit_protocol.statement_labels(TARGETS)
+    closed = {("replace", replaceable[0]), ("insert", insertable[-1]), ("set", "INSTRUCTIONS")}
+    schema = edit_protocol.operations_schema(TARGETS, closed=closed)
+    assert schema is not None
+    branches = {b["properties"]["op"]["const"]: b for b in _branches(schema)}
+    assert replaceable[0] not in branches["replace"]["properties"]["line"]["enum"]
+    assert replaceable[1] in branches["replace"]["properties"]["line"]["enum"]
+    # Closing a line for replace leaves inserting before it open, and the other way round.
+    assert replaceable[0] in branches["insert"]["properties"]["before"]["enum"]
+    assert insertable[-1] not in branches["insert"]["properties"]["before"]["enum"]
+    names = [b["properties"].get("name", {}).get("const") for b in _branches(schema)]
+    assert "INSTRUCTIONS" not in names and "MAX_STEPS" in names
+    # The grammar still builds from what is left.
+    json_schema_to_gbnf(json.dumps(schema))
+    everything = (
+        {("replace", label) for label in replaceable}
+        | {("insert", label) for label in insertable}
+        | {("set", c.label) for c in TARGETS.constants}
+    )
+    assert edit_protocol.operations_schema(TARGETS, closed=everything) is None

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,11 +24,13 @@ from daemon.config.settings import load_settings
 from daemon.evaluation.coverage import read_sources
 from daemon.evaluation.runtime import Runtime
 from daemon.events import EventBus, recent_events
+from daemon.gateway.ledger import Charge
 from daemon.improve import loop
 from daemon.improve.loop import Ask, ImprovementLoop, LoopControl
+from daemon.improve.proposer import moves
 from daemon.lineage import Lineage
 from daemon.patches.targets import find_targets
-from daemon.providers.base import Message
+from daemon.providers.base import ChatRequest, Message
 from daemon.store import Store
 
 pytestmark = pytest.mark.unit
@@ -155,3 +159,89 @@ async def test_a_reply_that_repeats_a_program_tried_before_is_drawn_again(make: 
     assert "MAX_STEPS = 3" in newest.patch and newest.raw == other
     (message,) = _discarded(the_loop.rt.store)
     assert f"duplicate of c{first.candidate_id}" in message, message
+
+
+class _Spy:
+    """The scripted proposer, with the reply schema of every request it was sent."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.schemas: list[dict[str, Any] | None] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+    async def chat(self, request: ChatRequest, charge: Charge) -> Any:
+        self.schemas.append(request.response_schema)
+        return await self.model.chat(request, charge)
+
+
+def _inserts(schema: dict[str, Any] | None) -> list[str]:
+    assert schema is not None
+    (branch,) = [
+        b
+        for b in schema["properties"]["edit"]["anyOf"]
+        if b["properties"]["op"]["const"] == "insert"
+    ]
+    return list(branch["properties"]["before"]["enum"])
+
+
+INSERT = json.dumps(
+    {"edit": {"op": "insert", "before": "harness.py:78", "code": "x = 7"}, "rationale": "d"}
+)
+
+
+@pytest.mark.anyio
+async def test_a_repeated_line_is_left_out_of_the_next_draws_of_the_cycle(make: object) -> None:
+    other = json.dumps({"edit": {"op": "set", "name": "MAX_STEPS", "value": 3}, "rationale": "c"})
+    the_loop, lineage, ask = await make([INSERT, INSERT, GOOD, other])  # type: ignore[operator]
+    spy = _Spy(ask.model)
+    ask = replace(ask, model=spy)
+    closed: set[tuple[str, str]] = set()
+    first = await the_loop.sample(ask, closed)
+    assert first is not None and first.accepted_for_evaluation, first
+    # The same insert again: a duplicate, so the next draw's grammar has no insert before
+    # line 78; the reply drawn under it is the candidate.
+    second = await the_loop.sample(ask, closed)
+    assert second is not None and second.accepted_for_evaluation, second
+    assert "MAX_STEPS = 2" in lineage.candidates()[0].patch
+    assert "harness.py:78" in _inserts(spy.schemas[1])
+    assert "harness.py:78" not in _inserts(spy.schemas[2])
+    (message,) = _discarded(the_loop.rt.store)
+    assert f"duplicate of c{first.candidate_id}" in message, message
+    assert "insert harness.py:78 left out of the next draws" in message, message
+    # The cycle's next sample starts without it: no draw is spent on it again.
+    third = await the_loop.sample(ask, closed)
+    assert third is not None and third.accepted_for_evaluation, third
+    assert "harness.py:78" not in _inserts(spy.schemas[3])
+    # Other lines stay open.
+    assert "harness.py:26" in _inserts(spy.schemas[3])
+
+
+@pytest.mark.anyio
+async def test_a_duplicate_with_nothing_left_to_draw_is_recorded_with_its_reason(
+    make: object,
+) -> None:
+    demo = json.dumps({"demonstrate": ["simple_1"], "rationale": "e"})
+    # A third reply would be drawn only if the closed choice were drawn again: the script
+    # errors after its last reply.
+    the_loop, lineage, ask = await make([demo, demo])  # type: ignore[operator]
+    prompt = moves.prompt_constant(ask.targets)
+    assert prompt is not None
+    offer = moves.Offer("demonstrate", prompt, (moves.Demo("simple_1", "What is 2 + 3?", "5"),))
+    spy = _Spy(ask.model)
+    ask = replace(ask, model=spy, offer=offer)
+    closed: set[tuple[str, str]] = set()
+    first = await the_loop.sample(ask, closed)
+    assert first is not None and first.accepted_for_evaluation, first
+    second = await the_loop.sample(ask, closed)
+    # Not hidden: the repeat is a candidate stopped at static that names the earlier one,
+    # after one draw (its only offered task is closed, so there is nothing else to draw).
+    assert second is not None and not second.accepted_for_evaluation
+    newest = lineage.candidates()[0]
+    assert newest.verdict is not None and newest.verdict.stage == "static"
+    assert f"duplicate of c{first.candidate_id}" in newest.verdict.reason, newest.verdict
+    assert len(spy.schemas) == 2 and not _discarded(the_loop.rt.store)
+    # The cycle asks no more: every choice of its move repeated a program.
+    assert await the_loop.sample(ask, closed) is None
+    assert len(spy.schemas) == 2 and len(lineage.candidates()) == 2

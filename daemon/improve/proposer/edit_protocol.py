@@ -23,7 +23,7 @@ Larger models keep the free-text protocol (search/replace blocks or unified diff
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,13 +107,43 @@ def statement_labels(targets: Targets) -> tuple[list[str], list[str]]:
     return [s.label for s in inside if s.replaceable], [s.label for s in inside]
 
 
+# A choice in a reply that a grammar can leave out of the next draw: ("set", constant),
+# ("replace", line), ("insert", line) of an edit, ("demonstrate", task id).
+Slot = tuple[str, str]
+
+
+def slot_of(content: str) -> Slot | None:
+    """The choice of a reply whose program was tried before that the next draw's grammar
+    leaves out: the constant or line its edit names, the first task its demonstrate move
+    shows (the one it put before the others). None: no grammar can close it (an
+    instruction's free text; components tried are not offered in the first place)."""
+    read = read_reply(content)
+    if isinstance(read, ParseFailure):
+        return None
+    reply = read[0]
+    if isinstance(reply, SetConstant):
+        return ("set", reply.target)
+    if isinstance(reply, ReplaceStatement):
+        return ("replace", reply.target)
+    if isinstance(reply, InsertStatement):
+        return ("insert", reply.before)
+    if isinstance(reply, Demonstrate) and reply.task_ids:
+        return ("demonstrate", reply.task_ids[0])
+    return None
+
+
 def operations_schema(
-    targets: Targets, offered: Callable[[Operation], bool] = lambda op: True
-) -> dict[str, Any]:
+    targets: Targets,
+    offered: Callable[[Operation], bool] = lambda op: True,
+    closed: Collection[Slot] = (),
+) -> dict[str, Any] | None:
     """The reply's JSON schema; ``offered`` drops operations known to lead nowhere new
-    (a constant's value already tried on this version)."""
+    (a constant's value already tried on this version), ``closed`` the constants and lines
+    whose edit repeated a program tried before. None: no operation is left to offer."""
     branches: list[dict[str, Any]] = []
     for constant in targets.constants:
+        if ("set", constant.label) in closed:
+            continue
         if constant.kind in ("text", "pattern"):
             value: dict[str, Any] = _free_text(constant)
         else:
@@ -123,11 +153,15 @@ def operations_schema(
             value = {"enum": values}
         branches.append(_branch("set", {"name": {"const": constant.label}, "value": value}))
     replaceable, insertable = statement_labels(targets)
+    replaceable = [label for label in replaceable if ("replace", label) not in closed]
+    insertable = [label for label in insertable if ("insert", label) not in closed]
     code = {"type": "string", "maxLength": CODE_CHARS}
     if replaceable:
         branches.append(_branch("replace", {"line": {"enum": replaceable}, "code": code}))
     if insertable:
         branches.append(_branch("insert", {"before": {"enum": insertable}, "code": code}))
+    if not branches:
+        return None
     return {
         "type": "object",
         "properties": {
@@ -142,15 +176,18 @@ def reply_schema(
     targets: Targets,
     offer: moves.Offer,
     offered: Callable[[Operation], bool] = lambda op: True,
-) -> dict[str, Any]:
-    """The schema of a reply making ``offer.move``, and no other move."""
+    closed: Collection[Slot] = (),
+) -> dict[str, Any] | None:
+    """The schema of a reply making ``offer.move``, and no other move, without the
+    ``closed`` choices. None: every choice of the move is closed."""
     if offer.move == "instruction":
         return moves.instruction_schema(RATIONALE_CHARS)
     if offer.move == "demonstrate":
-        return moves.demonstrate_schema(offer.demos, RATIONALE_CHARS)
+        demos = [d for d in offer.demos if ("demonstrate", d.task_id) not in closed]
+        return moves.demonstrate_schema(demos, RATIONALE_CHARS) if demos else None
     if offer.move == "component":
         return components.schema(offer.components, RATIONALE_CHARS)
-    return operations_schema(targets, offered)
+    return operations_schema(targets, offered, closed)
 
 
 def _shown(value: Value) -> str:
