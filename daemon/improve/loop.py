@@ -175,6 +175,9 @@ class Ask:
     base: intake.Base | None = None
     # The operations protocol's move asked for, with what it may use (an edit by default).
     offer: moves.Offer = field(default_factory=moves.Offer)
+    # The choices whose reply repeated a program tried before, left out of the grammar of
+    # every later draw of this prompt (its samples share the set; ``replace`` keeps it).
+    closed: set[edit_protocol.Slot] = field(default_factory=set, compare=False)
 
     @property
     def base_name(self) -> str:
@@ -583,7 +586,6 @@ class ImprovementLoop:
                 if merged is not None and merged.accepted_for_evaluation:
                     passed.append(merged.candidate_id)
             ask = await self.prepare_proposal(scratch, snapshot)
-            closed: set[edit_protocol.Slot] = set()
             for sample in range(1, policy.samples + 1):
                 if len(passed) >= wanted:
                     break
@@ -592,7 +594,7 @@ class ImprovementLoop:
                     f"(sample {sample} of {policy.samples}, {len(passed)} of "
                     f"{wanted} passed static)"
                 )
-                sub = await self.sample(ask, closed)
+                sub = await self.sample(ask)
                 if sub is None:
                     break  # the budget refused, or nothing new is left: go on with what passed
                 if sub.accepted_for_evaluation:
@@ -907,16 +909,13 @@ class ImprovementLoop:
             is None
         ]
 
-    async def sample(
-        self, ask: Ask, closed: set[edit_protocol.Slot] | None = None
-    ) -> intake.Submitted | None:
+    async def sample(self, ask: Ask) -> intake.Submitted | None:
         """One proposal for ``ask``, with a fresh seed, recorded as a candidate (None: the
-        proposer's budget refused it, or a component move has no untried component left:
-        each would only be a duplicate). ``closed``: the cycle's choices whose reply
-        repeated a program tried before, left out of this sample's grammar and grown by
-        it (the samples of one cycle share it)."""
+        proposer's budget refused it, or the move has no choice left that is not a
+        program tried before: a component move's every component, or every choice closed
+        in ``ask.closed`` by earlier replies; each would only be a duplicate)."""
         policy = ask.snapshot.policy.proposer
-        closed = set() if closed is None else closed
+        closed = ask.closed
         if ask.offer.move == "component":
             fresh = await anyio.to_thread.run_sync(
                 self._untried, ask.parent, ask.sources, ask.offer.components
@@ -931,9 +930,16 @@ class ImprovementLoop:
                 self._schema, ask.parent, ask.sources, ask.targets, ask.offer, closed
             )
             if schema is None:
-                # Reached only through ``closed``: the base offer always leaves a choice.
-                log.info(
-                    "every choice of the %s move repeated a program tried before", ask.offer.move
+                await self.rt.emit(
+                    "proposal.exhausted",
+                    f"no {ask.offer.move} choice is left to draw: "
+                    + (
+                        f"{len(closed)} closed by replies that repeated a program tried before"
+                        if closed
+                        else "every one was tried before"
+                    ),
+                    move=ask.offer.move,
+                    closed=sorted(list(slot) for slot in closed),
                 )
                 return None
         run_id = f"prop-{uuid.uuid4().hex[:12]}"
@@ -977,7 +983,7 @@ class ImprovementLoop:
             flaw = await anyio.to_thread.run_sync(self._flaw, ask, parsed)
             if flaw is None:
                 break
-            slot = edit_protocol.slot_of(text) if flaw.repeats else None
+            slot = edit_protocol.slot_of(text, ask.targets) if flaw.repeats else None
             narrowed = schema
             if slot is not None:
                 closed.add(slot)

@@ -146,11 +146,13 @@ def test_a_repeated_choice_names_the_slot_the_next_draw_leaves_out() -> None:
     def reply(move: dict[str, Any]) -> str:
         return json.dumps({**move, "rationale": "r"})
 
-    slot = edit_protocol.slot_of
-    assert slot(reply({"edit": {"op": "set", "name": "MAX_STEPS", "value": 2}})) == (
-        "set",
-        "MAX_STEPS",
-    )
+    def slot(content: str) -> tuple[str, str] | None:
+        return edit_protocol.slot_of(content, TARGETS)
+
+    # A text constant is closed whole; a number's tried values are left out one by one.
+    text = {"op": "set", "name": "INSTRUCTIONS", "value": "Answer."}
+    assert slot(reply({"edit": text})) == ("set", "INSTRUCTIONS")
+    assert slot(reply({"edit": {"op": "set", "name": "MAX_STEPS", "value": 2}})) is None
     replace = {"op": "replace", "line": "harness.py:26", "code": "pass"}
     assert slot(reply({"edit": replace})) == ("replace", "harness.py:26")
     insert = {"op": "insert", "before": "harness.py:78", "code": "pass"}

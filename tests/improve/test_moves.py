@@ -129,6 +129,22 @@ def test_demonstrate_takes_only_offered_tasks() -> None:
     spec = schema["properties"]["demonstrate"]
     assert spec["items"] == {"enum": ["simple_1", "simple_2"]} and spec["maxItems"] == 2
     assert set(schema["properties"]) == {"demonstrate", "rationale"}
+    # A task a repeated program's reply put first is left out of the next draws' grammar;
+    # with every task closed the move has no choice left.
+    fewer = edit_protocol.reply_schema(
+        TARGETS, _offer("demonstrate"), closed={("demonstrate", "simple_1")}
+    )
+    assert fewer is not None
+    spec = fewer["properties"]["demonstrate"]
+    assert spec["items"] == {"enum": ["simple_2"]} and spec["maxItems"] == 1
+    everything = {("demonstrate", d.task_id) for d in DEMOS}
+    assert edit_protocol.reply_schema(TARGETS, _offer("demonstrate"), closed=everything) is None
+    # An edit's closed line leaves the other moves' grammar as it was.
+    for move in ("instruction", "component"):
+        closed = {("replace", "harness.py:26"), ("demonstrate", "simple_1")}
+        assert edit_protocol.reply_schema(TARGETS, _offer(move), closed=closed) == (
+            edit_protocol.reply_schema(TARGETS, _offer(move))
+        )
 
 
 def test_a_move_keeps_the_other_part_of_the_prompt_text() -> None:

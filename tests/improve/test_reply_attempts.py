@@ -197,12 +197,11 @@ async def test_a_repeated_line_is_left_out_of_the_next_draws_of_the_cycle(make: 
     the_loop, lineage, ask = await make([INSERT, INSERT, GOOD, other])  # type: ignore[operator]
     spy = _Spy(ask.model)
     ask = replace(ask, model=spy)
-    closed: set[tuple[str, str]] = set()
-    first = await the_loop.sample(ask, closed)
+    first = await the_loop.sample(ask)
     assert first is not None and first.accepted_for_evaluation, first
     # The same insert again: a duplicate, so the next draw's grammar has no insert before
     # line 78; the reply drawn under it is the candidate.
-    second = await the_loop.sample(ask, closed)
+    second = await the_loop.sample(ask)
     assert second is not None and second.accepted_for_evaluation, second
     assert "MAX_STEPS = 2" in lineage.candidates()[0].patch
     assert "harness.py:78" in _inserts(spy.schemas[1])
@@ -210,8 +209,12 @@ async def test_a_repeated_line_is_left_out_of_the_next_draws_of_the_cycle(make: 
     (message,) = _discarded(the_loop.rt.store)
     assert f"duplicate of c{first.candidate_id}" in message, message
     assert "insert harness.py:78 left out of the next draws" in message, message
-    # The cycle's next sample starts without it: no draw is spent on it again.
-    third = await the_loop.sample(ask, closed)
+    (event,) = [
+        e for e in recent_events(the_loop.rt.store, 100) if e["kind"] == "proposal.discarded"
+    ]
+    assert event["data"]["closed"] == ["insert", "harness.py:78"], event
+    # The prompt's next sample starts without it: no draw is spent on it again.
+    third = await the_loop.sample(ask)
     assert third is not None and third.accepted_for_evaluation, third
     assert "harness.py:78" not in _inserts(spy.schemas[3])
     # Other lines stay open.
@@ -231,10 +234,9 @@ async def test_a_duplicate_with_nothing_left_to_draw_is_recorded_with_its_reason
     offer = moves.Offer("demonstrate", prompt, (moves.Demo("simple_1", "What is 2 + 3?", "5"),))
     spy = _Spy(ask.model)
     ask = replace(ask, model=spy, offer=offer)
-    closed: set[tuple[str, str]] = set()
-    first = await the_loop.sample(ask, closed)
+    first = await the_loop.sample(ask)
     assert first is not None and first.accepted_for_evaluation, first
-    second = await the_loop.sample(ask, closed)
+    second = await the_loop.sample(ask)
     # Not hidden: the repeat is a candidate stopped at static that names the earlier one,
     # after one draw (its only offered task is closed, so there is nothing else to draw).
     assert second is not None and not second.accepted_for_evaluation
@@ -242,6 +244,39 @@ async def test_a_duplicate_with_nothing_left_to_draw_is_recorded_with_its_reason
     assert newest.verdict is not None and newest.verdict.stage == "static"
     assert f"duplicate of c{first.candidate_id}" in newest.verdict.reason, newest.verdict
     assert len(spy.schemas) == 2 and not _discarded(the_loop.rt.store)
-    # The cycle asks no more: every choice of its move repeated a program.
-    assert await the_loop.sample(ask, closed) is None
+    # The prompt is asked no more: every choice of its move repeated a program, and an
+    # event says so.
+    assert await the_loop.sample(ask) is None
     assert len(spy.schemas) == 2 and len(lineage.candidates()) == 2
+    (event,) = [
+        e for e in recent_events(the_loop.rt.store, 100) if e["kind"] == "proposal.exhausted"
+    ]
+    assert event["data"]["closed"] == [["demonstrate", "simple_1"]], event
+
+
+@pytest.mark.anyio
+async def test_only_a_repeated_program_closes_a_choice(make: object) -> None:
+    """A line that does not compile is drawn again on the same choices; a number's tried
+    value is left out value by value, never the whole constant."""
+    other = json.dumps({"edit": {"op": "set", "name": "MAX_STEPS", "value": 3}, "rationale": "c"})
+    the_loop, _, ask = await make([BROKEN, GOOD, GOOD, other])  # type: ignore[operator]
+    spy = _Spy(ask.model)
+    ask = replace(ask, model=spy)
+    first = await the_loop.sample(ask)
+    assert first is not None and first.accepted_for_evaluation, first
+    assert "harness.py:78" in _inserts(spy.schemas[1]) and not ask.closed
+    second = await the_loop.sample(ask)
+    assert second is not None and second.accepted_for_evaluation, second
+    assert not ask.closed
+    assert _steps(spy.schemas[2]) == _steps(spy.schemas[3]) and 2 not in _steps(spy.schemas[3])
+    assert 3 in _steps(spy.schemas[3])
+
+
+def _steps(schema: dict[str, Any] | None) -> list[Any]:
+    assert schema is not None
+    (branch,) = [
+        b
+        for b in schema["properties"]["edit"]["anyOf"]
+        if b["properties"].get("name", {}).get("const") == "MAX_STEPS"
+    ]
+    return list(branch["properties"]["value"]["enum"])

@@ -112,17 +112,19 @@ def statement_labels(targets: Targets) -> tuple[list[str], list[str]]:
 Slot = tuple[str, str]
 
 
-def slot_of(content: str) -> Slot | None:
+def slot_of(content: str, targets: Targets) -> Slot | None:
     """The choice of a reply whose program was tried before that the next draw's grammar
-    leaves out: the constant or line its edit names, the first task its demonstrate move
-    shows (the one it put before the others). None: no grammar can close it (an
+    leaves out: the text constant or line its edit names, the first task its demonstrate
+    move shows (the one it put before the others). None: no grammar needs to or can close
+    it (a number's or switch's values tried are left out value by value already; an
     instruction's free text; components tried are not offered in the first place)."""
     read = read_reply(content)
     if isinstance(read, ParseFailure):
         return None
     reply = read[0]
     if isinstance(reply, SetConstant):
-        return ("set", reply.target)
+        free = [c for c in targets.constants if c.kind in ("text", "pattern")]
+        return ("set", reply.target) if any(c.label == reply.target for c in free) else None
     if isinstance(reply, ReplaceStatement):
         return ("replace", reply.target)
     if isinstance(reply, InsertStatement):
