@@ -189,14 +189,19 @@ def _inserts(schema: dict[str, Any] | None) -> list[str]:
 INSERT = json.dumps(
     {"edit": {"op": "insert", "before": "harness.py:78", "code": "x = 7"}, "rationale": "d"}
 )
+STEPS_3 = json.dumps({"edit": {"op": "set", "name": "MAX_STEPS", "value": 3}, "rationale": "c"})
+
+
+async def _spied(make: Any, replies: list[str]) -> tuple[ImprovementLoop, Lineage, Ask, _Spy]:
+    """``make``'s loop, lineage and Ask, its proposer wrapped in a :class:`_Spy`."""
+    the_loop, lineage, ask = await make(replies)
+    spy = _Spy(ask.model)
+    return the_loop, lineage, replace(ask, model=spy), spy
 
 
 @pytest.mark.anyio
 async def test_a_repeated_line_is_left_out_of_the_next_draws_of_the_cycle(make: object) -> None:
-    other = json.dumps({"edit": {"op": "set", "name": "MAX_STEPS", "value": 3}, "rationale": "c"})
-    the_loop, lineage, ask = await make([INSERT, INSERT, GOOD, other])  # type: ignore[operator]
-    spy = _Spy(ask.model)
-    ask = replace(ask, model=spy)
+    the_loop, lineage, ask, spy = await _spied(make, [INSERT, INSERT, GOOD, STEPS_3])
     first = await the_loop.sample(ask)
     assert first is not None and first.accepted_for_evaluation, first
     # The same insert again: a duplicate, so the next draw's grammar has no insert before
@@ -258,10 +263,7 @@ async def test_a_duplicate_with_nothing_left_to_draw_is_recorded_with_its_reason
 async def test_only_a_repeated_program_closes_a_choice(make: object) -> None:
     """A line that does not compile is drawn again on the same choices; a number's tried
     value is left out value by value, never the whole constant."""
-    other = json.dumps({"edit": {"op": "set", "name": "MAX_STEPS", "value": 3}, "rationale": "c"})
-    the_loop, _, ask = await make([BROKEN, GOOD, GOOD, other])  # type: ignore[operator]
-    spy = _Spy(ask.model)
-    ask = replace(ask, model=spy)
+    the_loop, _, ask, spy = await _spied(make, [BROKEN, GOOD, GOOD, STEPS_3])
     first = await the_loop.sample(ask)
     assert first is not None and first.accepted_for_evaluation, first
     assert "harness.py:78" in _inserts(spy.schemas[1]) and not ask.closed
