@@ -121,13 +121,11 @@ def sequential_power(
     below, gain = futility[Futility.BELOW_PARENT], futility[acc_dim]
     # The other dimensions' e-values stay at 1 under the model, so their futility
     # e-processes grow deterministically: all of them have crossed from this task on.
-    n_side = max(_first_crossing(futility[d], log_beta, block_size) for d in side)
+    crossing = {d: _first_crossing(futility[d], log_beta, block_size) for d in side}
+    n_side = max(crossing.values())
     # The conditional-power stop waits only for those with a weight (the rule skips the
     # others: a dimension that cannot count cannot make a candidate better).
-    n_cond = max(
-        (_first_crossing(futility[d], log_beta, block_size) for d in side if lw[d] > -math.inf),
-        default=0,
-    )
+    n_cond = max((crossing[d] for d in side if lw[d] > -math.inf), default=0)
     p_tie = 1.0 - model.win - model.loss
     # The conditional-power stop (daemon.acceptance.conditional): the other dimensions sit at
     # e-value 1, so they enter as their weights; a look stops below one number of wins.

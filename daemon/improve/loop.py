@@ -915,7 +915,7 @@ class ImprovementLoop:
         program tried before: a component move's every component, or every choice closed
         in ``ask.closed`` by earlier replies; each would only be a duplicate)."""
         policy = ask.snapshot.policy.proposer
-        closed = ask.closed
+        closed = ask.closed  # grown by this sample's repeated replies, for the next draws
         if ask.offer.move == "component":
             fresh = await anyio.to_thread.run_sync(
                 self._untried, ask.parent, ask.sources, ask.offer.components
@@ -984,15 +984,13 @@ class ImprovementLoop:
             if flaw is None:
                 break
             slot = edit_protocol.slot_of(text, ask.targets) if flaw.repeats else None
-            narrowed = schema
             if slot is not None:
                 closed.add(slot)
-                narrowed = await anyio.to_thread.run_sync(
+                schema = await anyio.to_thread.run_sync(
                     self._schema, ask.parent, ask.sources, ask.targets, ask.offer, closed
                 )
-            if attempt == attempts or narrowed is None:
+            if attempt == attempts or schema is None:
                 break  # recorded as it is, with its reason: nothing else is left to draw
-            schema = narrowed
             closing = "" if slot is None else f"; {slot[0]} {slot[1]} left out of the next draws"
             await self.rt.emit(
                 "proposal.discarded",
